@@ -1,0 +1,231 @@
+//! `corral admit`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::Args;
+use corral_admission::{Rejected, admit};
+use corral_contract::{AgentPreset, Rejection, TrustedConnections, WorkUnit, digest_of};
+use serde_json::{Value, json};
+
+use crate::display::escape;
+use crate::exit;
+use crate::input::{BadInput, load};
+
+#[derive(Args, Debug)]
+pub struct AdmitArgs {
+    /// The WorkUnit document.
+    #[arg(long, value_name = "FILE")]
+    work_unit: PathBuf,
+    /// The maintainer-owned AgentPreset.
+    #[arg(long, value_name = "FILE")]
+    preset: PathBuf,
+    /// The maintainer-owned trusted connections document (model_only presets).
+    #[arg(long, value_name = "FILE")]
+    connections: Option<PathBuf>,
+    /// Print the decision as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Documents of one admission, loaded.
+pub struct Inputs {
+    pub work_unit: WorkUnit,
+    pub preset: AgentPreset,
+    pub connections: Option<TrustedConnections>,
+}
+
+/// Loads all documents, reporting every unreadable one (not just the first).
+pub fn load_inputs(
+    work_unit: &PathBuf,
+    preset: &PathBuf,
+    connections: Option<&PathBuf>,
+) -> Result<Inputs, Vec<BadInput>> {
+    let wu = load::<WorkUnit>(work_unit);
+    let pr = load::<AgentPreset>(preset);
+    let conn = connections
+        .map(|c| load::<TrustedConnections>(c))
+        .transpose();
+    match (wu, pr, conn) {
+        (Ok(work_unit), Ok(preset), Ok(connections)) => Ok(Inputs {
+            work_unit,
+            preset,
+            connections,
+        }),
+        (wu, pr, conn) => Err([wu.err(), pr.err(), conn.err()]
+            .into_iter()
+            .flatten()
+            .collect()),
+    }
+}
+
+/// The file a rejection's field belongs to.
+pub fn file_of<'a>(
+    r: &Rejection,
+    work_unit: &'a PathBuf,
+    preset: &'a PathBuf,
+    connections: Option<&'a PathBuf>,
+) -> String {
+    let field = r.path.as_deref().unwrap_or("");
+    let file = if field.starts_with("work_unit.") {
+        work_unit.display().to_string()
+    } else if field.starts_with("preset.") {
+        preset.display().to_string()
+    } else if field.starts_with("connections.") {
+        connections.map_or_else(|| "connections".into(), |c| c.display().to_string())
+    } else {
+        "environment".into()
+    };
+    escape(&file)
+}
+
+/// The field without its document prefix.
+pub fn field_of(r: &Rejection) -> String {
+    let field = r.path.as_deref().unwrap_or("");
+    let bare = ["work_unit.", "preset.", "connections."]
+        .iter()
+        .find_map(|p| field.strip_prefix(p))
+        .unwrap_or(field);
+    escape(bare)
+}
+
+pub fn run(args: &AdmitArgs) -> u8 {
+    let inputs = match load_inputs(&args.work_unit, &args.preset, args.connections.as_ref()) {
+        Ok(inputs) => inputs,
+        Err(bad) => {
+            for BadInput(line) in &bad {
+                eprintln!("corral: {line}");
+            }
+            if args.json {
+                let errors: Vec<&str> = bad.iter().map(|b| b.0.as_str()).collect();
+                println!("{}", json!({ "admissible": false, "bad_input": errors }));
+            }
+            return exit::REJECTED;
+        }
+    };
+    let result = admit(
+        &inputs.work_unit,
+        &inputs.preset,
+        inputs.connections.as_ref(),
+        &BTreeMap::new(),
+    );
+    let documents = json!({
+        "work_unit": { "id": inputs.work_unit.id, "digest": digest_of(&inputs.work_unit) },
+        "preset": { "id": inputs.preset.id, "digest": digest_of(&inputs.preset) },
+    });
+    match result {
+        Ok(run) => {
+            if args.json {
+                let mut out = documents;
+                out["admissible"] = Value::Bool(true);
+                out["rejections"] = json!([]);
+                out["policy"] = serde_json::to_value(run.policy()).unwrap_or(Value::Null);
+                out["policy_digest"] = json!(run.policy().digest());
+                out["exec"] = serde_json::to_value(run.exec()).unwrap_or(Value::Null);
+                out["limits"] = serde_json::to_value(run.limits()).unwrap_or(Value::Null);
+                println!("{out}");
+            } else {
+                let p = run.policy();
+                let list = |v: Vec<String>| {
+                    if v.is_empty() {
+                        "(none)".to_owned()
+                    } else {
+                        v.join(", ")
+                    }
+                };
+                println!(
+                    "admissible: work unit {} with preset {}",
+                    escape(run.work_unit_id()),
+                    escape(run.preset_id())
+                );
+                println!("SandboxPolicy {}", p.digest());
+                println!(
+                    "  network_mode:      {}",
+                    serde_json::to_value(p.network_mode())
+                        .unwrap_or_default()
+                        .as_str()
+                        .unwrap_or("?")
+                );
+                println!(
+                    "  network_allowlist: {}",
+                    list(
+                        p.network_allowlist()
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect()
+                    )
+                );
+                println!(
+                    "  writable_paths:    {}",
+                    list(
+                        p.writable_paths()
+                            .iter()
+                            .map(|x| escape(x.as_str()))
+                            .collect()
+                    )
+                );
+                println!(
+                    "  forbidden_paths:   {}",
+                    list(
+                        p.forbidden_paths()
+                            .iter()
+                            .map(|x| escape(x.as_str()))
+                            .collect()
+                    )
+                );
+                let e = run.exec();
+                println!(
+                    "exec: {} {}",
+                    escape(&e.executable),
+                    e.args
+                        .iter()
+                        .map(|a| format!("{:?}", escape(a)))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+                println!(
+                    "  prompt via:        {}",
+                    if e.stdin.is_some() {
+                        "stdin"
+                    } else {
+                        "argument"
+                    }
+                );
+                let l = run.limits();
+                println!(
+                    "limits: wall {}s, cpu {}s, memory {} B, disk {} B, processes {}, output {} B, patch {} B",
+                    l.wall_seconds,
+                    l.cpu_seconds,
+                    l.memory_bytes,
+                    l.disk_bytes,
+                    l.max_processes,
+                    l.max_output_bytes,
+                    l.max_patch_bytes
+                );
+                println!("authority: candidate only (a run never grants verification or merge)");
+            }
+            exit::OK
+        }
+        Err(Rejected(rejections)) => {
+            for r in &rejections {
+                eprintln!(
+                    "corral: rejected: {}: {}: {} [{}]",
+                    file_of(r, &args.work_unit, &args.preset, args.connections.as_ref()),
+                    field_of(r),
+                    escape(&r.detail),
+                    r.code
+                );
+            }
+            if args.json {
+                let mut out = documents;
+                out["admissible"] = Value::Bool(false);
+                out["rejections"] = serde_json::to_value(&rejections).unwrap_or(Value::Null);
+                out["policy"] = Value::Null;
+                println!("{out}");
+            } else {
+                println!("rejected: {} reason(s); nothing was run", rejections.len());
+            }
+            exit::REJECTED
+        }
+    }
+}

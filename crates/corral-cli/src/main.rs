@@ -1,0 +1,87 @@
+//! `corral`: run an untrusted coding agent without trusting it (CONTRACT.md).
+//!
+//! Exit codes are part of the contract: 0 success, 1 candidate rejected / attempt failed /
+//! verification mismatch, 2 admission rejected or bad input, 3 sandbox capability missing.
+#![forbid(unsafe_code)]
+
+mod admit;
+mod display;
+mod input;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes of CONTRACT.md.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const REJECTED: u8 = 2;
+    pub const CAPABILITY_MISSING: u8 = 3;
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "corral",
+    version,
+    about = "Run an untrusted coding agent in a kernel-enforced sandbox, fail closed."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Explain the admission decision and the SandboxPolicy it would pass.
+    Admit(admit::AdmitArgs),
+    /// Print a JSON Schema: work-unit, agent-preset, connections, result-manifest.
+    Schema {
+        /// Document name.
+        name: String,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // Usage errors are bad input (exit 2); --help and --version succeed.
+            let code = if err.use_stderr() {
+                exit::REJECTED
+            } else {
+                exit::OK
+            };
+            let _ = err.print();
+            return ExitCode::from(code);
+        }
+    };
+    let code = match cli.command {
+        Command::Admit(args) => admit::run(&args),
+        Command::Schema { name } => schema(&name),
+    };
+    ExitCode::from(code)
+}
+
+fn schema(name: &str) -> u8 {
+    match corral_contract::schema::schema_for_name(name) {
+        Some(schema) => match serde_json::to_string_pretty(&schema) {
+            Ok(text) => {
+                println!("{text}");
+                exit::OK
+            }
+            Err(err) => {
+                eprintln!("corral: schema {name}: {err}");
+                exit::FAILED
+            }
+        },
+        None => {
+            eprintln!(
+                "corral: schema: unknown document {:?} (expected one of: {})",
+                display::escape(name),
+                corral_contract::schema::SCHEMA_NAMES.join(", ")
+            );
+            exit::REJECTED
+        }
+    }
+}

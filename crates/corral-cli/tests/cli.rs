@@ -1,0 +1,271 @@
+//! `corral admit` and `corral schema` through the real binary: exit codes, stderr lines that
+//! name the file and field, JSON output, every bundled example.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn corral(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .current_dir(root())
+        .env_clear()
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn valid_examples_are_admissible() {
+    for (wu, preset, conn) in [
+        (
+            "examples/work-units/fix-off-by-one.json",
+            "examples/presets/offline-agent.json",
+            None,
+        ),
+        (
+            "examples/work-units/fetch-crates.json",
+            "examples/presets/allowlisted-agent.json",
+            None,
+        ),
+        (
+            "examples/work-units/use-local-model.json",
+            "examples/presets/local-model-agent.json",
+            Some("examples/connections/local-llm.json"),
+        ),
+    ] {
+        let mut args = vec!["admit", "--work-unit", wu, "--preset", preset];
+        if let Some(c) = conn {
+            args.extend(["--connections", c]);
+        }
+        let out = corral(&args);
+        assert_eq!(out.status.code(), Some(0), "{wu}: {}", stderr(&out));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("admissible"));
+        args.push("--json");
+        let out = corral(&args);
+        assert_eq!(out.status.code(), Some(0));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["admissible"], true);
+        assert!(v["policy_digest"].as_str().unwrap().starts_with("sha256:"));
+        assert_eq!(
+            v["policy"]["writable_paths"],
+            serde_json::from_str::<serde_json::Value>(
+                &std::fs::read_to_string(root().join(wu)).unwrap()
+            )
+            .unwrap()["constraints"]["allowed_paths"]
+        );
+    }
+}
+
+#[test]
+fn model_only_without_connections_is_rejected() {
+    let out = corral(&[
+        "admit",
+        "--work-unit",
+        "examples/work-units/use-local-model.json",
+        "--preset",
+        "examples/presets/local-model-agent.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("examples/presets/local-model-agent.json: model_connection:"),
+        "{err}"
+    );
+    assert!(err.contains("[model_connection_missing]"), "{err}");
+}
+
+#[test]
+fn every_invalid_example_exits_2_naming_file_and_field() {
+    for (kind, wu, preset) in [
+        (
+            "work-unit",
+            None,
+            Some("examples/presets/offline-agent.json"),
+        ),
+        (
+            "agent-preset",
+            Some("examples/work-units/fix-off-by-one.json"),
+            None,
+        ),
+    ] {
+        let dir = root().join("examples/invalid").join(kind);
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path
+                .strip_prefix(root())
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_owned();
+            let (w, p) = (
+                wu.map_or(rel.clone(), str::to_owned),
+                preset.map_or(rel.clone(), str::to_owned),
+            );
+            let out = corral(&["admit", "--work-unit", &w, "--preset", &p]);
+            assert_eq!(out.status.code(), Some(2), "{rel}: {}", stderr(&out));
+            let err = stderr(&out);
+            let first = err.lines().next().unwrap_or("");
+            assert!(
+                first.starts_with(&format!("corral: rejected: {rel}: "))
+                    || first.starts_with(&format!("corral: {rel}: ")),
+                "{rel}: {err}"
+            );
+            // The field is named right after the file.
+            let after = first.split_once(&format!("{rel}: ")).unwrap().1;
+            let field = after.split(':').next().unwrap();
+            assert!(
+                !field.is_empty() && !field.contains(' ') || field == ".",
+                "{rel}: no field in {first:?}"
+            );
+            seen += 1;
+        }
+        assert!(seen >= 5, "{kind}: only {seen} examples");
+    }
+}
+
+#[test]
+fn alias_fields_are_named() {
+    let out = corral(&[
+        "admit",
+        "--work-unit",
+        "examples/invalid/work-unit/alias-field-prompt.json",
+        "--preset",
+        "examples/presets/offline-agent.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("alias-field-prompt.json: prompt: unknown field `prompt`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn malformed_json_reports_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("corral-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, "{\n  \"id\": \"x\",\n  oops\n}").unwrap();
+    let out = corral(&[
+        "admit",
+        "--work-unit",
+        bad.to_str().unwrap(),
+        "--preset",
+        "examples/presets/offline-agent.json",
+        "--json",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("(line 3, column 3)"),
+        "{}",
+        stderr(&out)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["admissible"], false);
+}
+
+#[test]
+fn missing_file_and_all_problems_reported() {
+    let out = corral(&[
+        "admit",
+        "--work-unit",
+        "/nonexistent/wu.json",
+        "--preset",
+        "/nonexistent/p.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(err.contains("/nonexistent/wu.json: cannot read"));
+    assert!(err.contains("/nonexistent/p.json: cannot read"));
+}
+
+#[test]
+fn rejection_lines_one_per_problem() {
+    let dir = std::env::temp_dir().join(format!("corral-cli-test2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut wu: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("examples/work-units/fix-off-by-one.json")).unwrap(),
+    )
+    .unwrap();
+    wu["security"]["sandbox_required"] = false.into();
+    wu["permissions"]["network"] = "unrestricted".into();
+    wu["budget"]["disk_bytes"] = 0.into();
+    let path = dir.join("wu.json");
+    std::fs::write(&path, wu.to_string()).unwrap();
+    let out = corral(&[
+        "admit",
+        "--work-unit",
+        path.to_str().unwrap(),
+        "--preset",
+        "examples/presets/offline-agent.json",
+        "--json",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 3, "{err}");
+    for needle in [
+        "security.sandbox_required:",
+        "permissions.network:",
+        "budget.disk_bytes:",
+    ] {
+        assert!(err.contains(needle), "{needle} missing: {err}");
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes: Vec<&str> = v["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "sandbox_not_required",
+            "budget_not_positive",
+            "network_unrestricted"
+        ]
+    );
+}
+
+#[test]
+fn schema_command_prints_committed_schemas() {
+    for name in [
+        "work-unit",
+        "agent-preset",
+        "connections",
+        "result-manifest",
+    ] {
+        let out = corral(&["schema", name]);
+        assert_eq!(out.status.code(), Some(0));
+        let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let committed: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(root().join(format!("schemas/{name}.schema.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(printed, committed, "{name}");
+    }
+    let out = corral(&["schema", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = corral(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}

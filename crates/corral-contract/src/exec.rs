@@ -1,0 +1,38 @@
+//! What to execute and within which limits: plain data that admission fills in.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU64;
+
+use serde::Serialize;
+
+/// The program a worker runs, fixed by the preset, plus its explicit input.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExecSpec {
+    /// Absolute path, from the preset.
+    pub executable: String,
+    /// Arguments after argv\[0\] (argv\[0\] is the executable path).
+    pub args: Vec<String>,
+    /// The complete worker environment, built only from admitted names. The backend adds
+    /// nothing but the fixed `PATH`, `HOME` and `TMPDIR` (and the proxy variables in allowlist
+    /// mode), and documents each.
+    pub env: BTreeMap<String, String>,
+    /// Bytes for standard input; `None` gives an empty stdin (immediate end of file).
+    #[serde(skip)]
+    pub stdin: Option<Vec<u8>>,
+    /// Extra host paths the worker may read (preset `read_only_paths`), absolute.
+    pub read_only_paths: Vec<String>,
+    /// Required `sha256:` of the executable's bytes, when the preset pins one.
+    pub executable_sha256: Option<crate::Digest>,
+}
+
+/// Positive ceilings from the WorkUnit budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    pub wall_seconds: NonZeroU64,
+    pub cpu_seconds: NonZeroU64,
+    pub memory_bytes: NonZeroU64,
+    pub disk_bytes: NonZeroU64,
+    pub max_processes: NonZeroU64,
+    pub max_output_bytes: NonZeroU64,
+    pub max_patch_bytes: NonZeroU64,
+}

@@ -1,0 +1,69 @@
+//! The immutable per-attempt SandboxPolicy.
+
+use serde::Serialize;
+
+use crate::destination::Destination;
+use crate::path::PathPattern;
+
+/// Network mode the backend must enforce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// No route anywhere; the sandbox's own loopback only.
+    None,
+    /// Only corral's egress proxy, which admits exactly `network_allowlist`.
+    Allowlist,
+}
+
+/// What one attempt may do, passed with every execution. Fields are private and there are no
+/// setters: a policy is built once by admission and never changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxPolicy {
+    network_mode: NetworkMode,
+    network_allowlist: Vec<Destination>,
+    writable_paths: Vec<PathPattern>,
+    forbidden_paths: Vec<PathPattern>,
+}
+
+impl SandboxPolicy {
+    #[must_use]
+    pub fn new(
+        network_mode: NetworkMode,
+        network_allowlist: Vec<Destination>,
+        writable_paths: Vec<PathPattern>,
+        forbidden_paths: Vec<PathPattern>,
+    ) -> Self {
+        Self {
+            network_mode,
+            network_allowlist,
+            writable_paths,
+            forbidden_paths,
+        }
+    }
+
+    #[must_use]
+    pub fn network_mode(&self) -> NetworkMode {
+        self.network_mode
+    }
+
+    #[must_use]
+    pub fn network_allowlist(&self) -> &[Destination] {
+        &self.network_allowlist
+    }
+
+    #[must_use]
+    pub fn writable_paths(&self) -> &[PathPattern] {
+        &self.writable_paths
+    }
+
+    #[must_use]
+    pub fn forbidden_paths(&self) -> &[PathPattern] {
+        &self.forbidden_paths
+    }
+
+    /// `sha256:` of the policy's canonical JSON, recorded in every manifest.
+    #[must_use]
+    pub fn digest(&self) -> crate::Digest {
+        crate::canonical::digest_of(self)
+    }
+}

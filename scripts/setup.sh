@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything corral's build, demo and tests need on a fresh Debian/Ubuntu host.
+# Idempotent: installs only what is missing. Run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v git >/dev/null || need_apt+=(git)
+command -v python3 >/dev/null || need_apt+=(python3 python3-pip)
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+command -v node >/dev/null || need_apt+=(nodejs npm)
+command -v cc >/dev/null || need_apt+=(build-essential)
+command -v ip >/dev/null || need_apt+=(iproute2)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# Independent JSON Schema validator (python-jsonschema).
+if ! python3 -c 'import jsonschema' 2>/dev/null; then
+  python3 -m pip install --quiet jsonschema 2>/dev/null \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jsonschema >/dev/null; }
+fi
+
+# ajv, to prove the schemas pass its strict draft 2020-12 mode.
+if [ ! -f tests/.node/node_modules/ajv/dist/2020.js ]; then
+  mkdir -p tests/.node
+  (cd tests/.node && npm install --silent --no-audit --no-fund ajv@8 >/dev/null)
+fi
+
+# cargo-fuzz, to build and smoke-run the fuzz targets.
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  cargo install --quiet --locked cargo-fuzz
+fi
+echo "setup: ready"
