@@ -1,7 +1,7 @@
 //! `corral admit`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use corral_admission::{Rejected, admit};
@@ -37,8 +37,8 @@ pub struct Inputs {
 
 /// Loads all documents, reporting every unreadable one (not just the first).
 pub fn load_inputs(
-    work_unit: &PathBuf,
-    preset: &PathBuf,
+    work_unit: &Path,
+    preset: &Path,
     connections: Option<&PathBuf>,
 ) -> Result<Inputs, Vec<BadInput>> {
     let wu = load::<WorkUnit>(work_unit);
@@ -60,11 +60,11 @@ pub fn load_inputs(
 }
 
 /// The file a rejection's field belongs to.
-pub fn file_of<'a>(
+pub fn file_of(
     r: &Rejection,
-    work_unit: &'a PathBuf,
-    preset: &'a PathBuf,
-    connections: Option<&'a PathBuf>,
+    work_unit: &Path,
+    preset: &Path,
+    connections: Option<&PathBuf>,
 ) -> String {
     let field = r.path.as_deref().unwrap_or("");
     let file = if field.starts_with("work_unit.") {
