@@ -61,9 +61,23 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("xtask", &["corral-contract"]),
 ];
 
-/// Checks `deps` (crate -> its internal dependencies) against the table.
-pub fn violations(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
+/// Extra internal crates a crate may use as **dev-dependencies only** (its tests and
+/// benches), never as normal or build dependencies. `corral-linux`'s tests drive the real
+/// egress proxy through the sandbox (ADR-0030); the library stays independent of it.
+pub const DEV_ONLY: &[(&str, &[&str])] = &[("corral-linux", &["corral-egress"])];
+
+/// One internal dependency edge: the crate depended on, and whether it is a dev-dependency
+/// only (`kind: "dev"` in `cargo metadata`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    pub name: String,
+    pub dev: bool,
+}
+
+/// Checks `deps` (crate -> its internal dependency edges) against the tables.
+pub fn violations(deps: &BTreeMap<String, Vec<Edge>>) -> Vec<String> {
     let allowed: BTreeMap<&str, &[&str]> = ALLOWED.iter().copied().collect();
+    let dev_only: BTreeMap<&str, &[&str]> = DEV_ONLY.iter().copied().collect();
     let mut out = Vec::new();
     for (krate, internal) in deps {
         let Some(ok) = allowed.get(krate.as_str()) else {
@@ -72,9 +86,16 @@ pub fn violations(deps: &BTreeMap<String, Vec<String>>) -> Vec<String> {
             ));
             continue;
         };
-        for dep in internal {
-            if !ok.contains(&dep.as_str()) {
-                out.push(format!("{krate} must not depend on {dep}"));
+        let dev_ok = dev_only.get(krate.as_str()).copied().unwrap_or(&[]);
+        for Edge { name: dep, dev } in internal {
+            let fine = ok.contains(&dep.as_str()) || (*dev && dev_ok.contains(&dep.as_str()));
+            if !fine {
+                let kind = if *dev {
+                    " (even as a dev-dependency)"
+                } else {
+                    ""
+                };
+                out.push(format!("{krate} must not depend on {dep}{kind}"));
             }
         }
     }
@@ -108,13 +129,16 @@ pub fn run(root: &Path) -> Result<()> {
     let mut deps = BTreeMap::new();
     for p in packages {
         let name = p["name"].as_str().context("name")?.to_owned();
-        let internal: Vec<String> = p["dependencies"]
+        let internal: Vec<Edge> = p["dependencies"]
             .as_array()
             .context("dependencies")?
             .iter()
-            .filter_map(|d| d["name"].as_str())
-            .filter(|d| members.iter().any(|m| m == d))
-            .map(str::to_owned)
+            .filter_map(|d| Some((d["name"].as_str()?, d["kind"].as_str() == Some("dev"))))
+            .filter(|(d, _)| members.iter().any(|m| m == d))
+            .map(|(d, dev)| Edge {
+                name: d.to_owned(),
+                dev,
+            })
             .collect();
         deps.insert(name, internal);
     }
@@ -136,11 +160,32 @@ pub fn run(root: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn deps(pairs: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+    fn deps(pairs: &[(&str, &[&str])]) -> BTreeMap<String, Vec<Edge>> {
+        kinds(pairs, false)
+    }
+
+    fn kinds(pairs: &[(&str, &[&str])], dev: bool) -> BTreeMap<String, Vec<Edge>> {
         pairs
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.iter().map(|s| (*s).to_owned()).collect()))
+            .map(|(k, v)| {
+                let edges = v
+                    .iter()
+                    .map(|s| Edge {
+                        name: (*s).to_owned(),
+                        dev,
+                    })
+                    .collect();
+                ((*k).to_owned(), edges)
+            })
             .collect()
+    }
+
+    #[test]
+    fn dev_only_edges_are_allowed_only_as_dev() {
+        let edge = &[("corral-linux", &["corral-egress"][..])];
+        assert!(violations(&kinds(edge, true)).is_empty());
+        assert!(violations(&kinds(edge, false))[0].contains("must not"));
+        assert!(!violations(&kinds(&[("corral-egress", &["corral-sandbox"])], true)).is_empty());
     }
 
     #[test]

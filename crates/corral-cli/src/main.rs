@@ -5,8 +5,12 @@
 #![forbid(unsafe_code)]
 
 mod admit;
+mod demo;
+mod demo_agent;
 mod display;
 mod input;
+mod progress;
+mod run;
 
 use std::process::ExitCode;
 
@@ -35,6 +39,17 @@ struct Cli {
 enum Command {
     /// Explain the admission decision and the SandboxPolicy it would pass.
     Admit(admit::AdmitArgs),
+    /// Attest this host: each of the nine capabilities with its evidence.
+    Probe(run::ProbeArgs),
+    /// The whole path: admission, Linux sandbox, capture, artifacts, manifest.
+    Run(run::RunArgs),
+    /// Re-hash every artifact a manifest names.
+    Verify(run::VerifyArgs),
+    /// Run the bundled demo agent on a tiny repository through the whole path.
+    Demo,
+    /// The bundled demo agent itself (what `corral demo` runs inside the sandbox).
+    #[command(hide = true)]
+    DemoAgent,
     /// Print a JSON Schema: work-unit, agent-preset, connections, result-manifest.
     Schema {
         /// Document name.
@@ -58,6 +73,11 @@ fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Admit(args) => admit::run(&args),
+        Command::Probe(args) => run::probe(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Verify(args) => run::verify(&args),
+        Command::Demo => demo::run(),
+        Command::DemoAgent => demo_agent::run(),
         Command::Schema { name } => schema(&name),
     };
     ExitCode::from(code)

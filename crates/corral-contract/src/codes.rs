@@ -71,6 +71,8 @@ reason_codes! {
     // Sandbox and execution.
     CapabilityMissing => "capability_missing",
     ExecutableDigestMismatch => "executable_digest_mismatch",
+    /// The sandbox could not be set up; the worker never ran.
+    SandboxFailed => "sandbox_failed",
     // Capture.
     PathOutOfScope => "path_out_of_scope",
     PathForbidden => "path_forbidden",
@@ -81,6 +83,8 @@ reason_codes! {
     CaptureLimit => "capture_limit",
     SetuidFile => "setuid_file",
     GitMetadataChanged => "git_metadata_changed",
+    /// corral itself could not capture the candidate (fails closed: no candidate).
+    CaptureFailed => "capture_failed",
 }
 
 impl fmt::Display for ReasonCode {

@@ -173,6 +173,10 @@ pub struct ResultManifest {
     /// Changed paths that the base tree's ignore rules cover: scope-checked, not in the patch.
     #[serde(default)]
     pub ignored_paths: Vec<String>,
+    /// Every destination the worker asked corral's egress proxy for (allowlist runs): allowed
+    /// or refused with the reason, and the bytes relayed.
+    #[serde(default)]
+    pub network: Vec<EgressRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -180,4 +184,22 @@ pub struct ResultManifest {
 pub struct ExecutableRecord {
     pub path: String,
     pub digest: Digest,
+}
+
+/// One line of a run's egress record (allowlist mode, ADR-0030): what the worker asked the
+/// egress proxy for, whether it was allowed, and the bytes relayed. Aggregated per
+/// `(destination, allowed, reason)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EgressRecord {
+    /// Canonical `host:port`, or the escaped raw authority when it could not be parsed
+    /// (`-` when no request could be read).
+    pub destination: String,
+    pub allowed: bool,
+    /// Why it was refused or failed (a stable code such as `not_on_allowlist`); `None` when
+    /// allowed and relayed.
+    pub reason: Option<String>,
+    pub connections: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
 }

@@ -1,0 +1,360 @@
+//! Outside-authority candidate capture.
+//!
+//! After the worker's process tree is gone, corral reads the overlay **upper layer** of the
+//! attempt (the only storage the worker could write) and compares it with the **base commit's
+//! tree**, read from the canonical repository's object database. The result is the complete
+//! changed path set, every violation as a [`Rejection`], and — only when nothing was violated —
+//! one unified diff that `git apply --binary` turns a clean checkout of the base into the
+//! worktree, byte for byte.
+//!
+//! Architecture Invariants:
+//! - Cost is O(change): only the upper layer is walked, and only the base trees along changed
+//!   directories are read. The unchanged base tree is never walked.
+//! - Nothing the worker wrote is ever interpreted as configuration: no `.git` of the workspace,
+//!   no `.gitignore` but the base tree's, no attributes. git runs only against corral's own
+//!   temporary git directory with a clean environment (see [`git`]).
+//! - Every file is opened relative to a directory fd with `O_NOFOLLOW` and
+//!   `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`; symlinks are read with `readlinkat`,
+//!   never followed; FIFOs, sockets and devices are never opened.
+//! - Sizes are checked from `st_size`/`st_blocks` before anything is read; entries, depth,
+//!   bytes and time are bounded, and hitting a bound rejects (never truncates or skips).
+//! - This crate depends on `corral-contract` only, never on a sandbox backend.
+#![forbid(unsafe_code)]
+
+pub mod git;
+pub mod ignore;
+pub mod objects;
+pub mod scope;
+mod walk;
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use corral_contract::codes::{ReasonCode, Rejection};
+use corral_contract::manifest::ChangedPath;
+use corral_contract::path::PathPattern;
+use rustix::fs::{FileType, Mode, OFlags};
+
+pub use objects::ObjectFormat;
+
+/// The overlay upper directory of one attempt, held as an open directory fd. Everything below
+/// it is opened relative to this fd.
+#[derive(Debug)]
+pub struct UpperLayer {
+    fd: OwnedFd,
+}
+
+impl UpperLayer {
+    /// Opens `path` as a directory (`O_DIRECTORY | O_NOFOLLOW`: the last component must not be
+    /// a symlink).
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Self { fd })
+    }
+
+    /// Takes ownership of an already open directory fd (for example one a sandbox backend
+    /// kept from before the worker started).
+    pub fn from_fd(fd: OwnedFd) -> io::Result<Self> {
+        let st = rustix::fs::fstat(&fd)?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "upper layer fd is not a directory",
+            ));
+        }
+        Ok(Self { fd })
+    }
+}
+
+impl AsFd for UpperLayer {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// Which xattr namespace the overlay mount uses for its metadata (`trusted.overlay.*` for a
+/// mount made with real root, `user.overlay.*` for a mount with the `userxattr` option).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OverlayXattrs {
+    #[default]
+    Trusted,
+    User,
+}
+
+impl OverlayXattrs {
+    fn prefix(self) -> &'static str {
+        match self {
+            Self::Trusted => "trusted.overlay.",
+            Self::User => "user.overlay.",
+        }
+    }
+}
+
+/// Bounds of one capture. Hitting any of them rejects the candidate with `capture_limit`
+/// (or fails with [`CaptureError::Timeout`] for the time bound).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureLimits {
+    /// Largest file read, checked from `max(st_size, st_blocks * 512)` before reading.
+    pub max_file_bytes: u64,
+    /// Total bytes read from the upper layer.
+    pub max_total_bytes: u64,
+    /// Directory entries examined plus base entries enumerated for deletions.
+    pub max_entries: u64,
+    /// Directory nesting below the repository root.
+    pub max_depth: u32,
+    /// Wall time of the whole capture, git included.
+    pub timeout: Duration,
+    /// Address-space limit of every git process corral starts (`RLIMIT_AS`).
+    pub git_memory_bytes: u64,
+}
+
+impl Default for CaptureLimits {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: 64 << 20,
+            max_total_bytes: 512 << 20,
+            max_entries: 200_000,
+            max_depth: 256,
+            timeout: Duration::from_secs(300),
+            git_memory_bytes: 4 << 30,
+        }
+    }
+}
+
+/// Everything capture needs. The canonical repository is trusted and used read-only (its
+/// object database only); the upper layer is untrusted data.
+#[derive(Debug, Clone)]
+pub struct CaptureRequest<'a> {
+    pub canonical_repo: &'a Path,
+    /// The base commit (40 or 64 lowercase hex digits).
+    pub base_sha: &'a str,
+    pub upper: &'a UpperLayer,
+    pub allowed: &'a [PathPattern],
+    pub forbidden: &'a [PathPattern],
+    /// A patch longer than this rejects the candidate with `patch_too_large`.
+    pub max_patch_bytes: u64,
+    pub limits: CaptureLimits,
+    pub overlay_xattrs: OverlayXattrs,
+    /// The git program (absolute path); `None` picks `/usr/bin/git`, `/usr/local/bin/git`
+    /// or `/bin/git`.
+    pub git_program: Option<&'a Path>,
+    /// Where corral's temporary git directory goes; `None` uses the system temp dir.
+    pub tmp_dir: Option<&'a Path>,
+}
+
+impl<'a> CaptureRequest<'a> {
+    /// A request with default limits and options.
+    #[must_use]
+    pub fn new(
+        canonical_repo: &'a Path,
+        base_sha: &'a str,
+        upper: &'a UpperLayer,
+        allowed: &'a [PathPattern],
+        forbidden: &'a [PathPattern],
+        max_patch_bytes: u64,
+    ) -> Self {
+        Self {
+            canonical_repo,
+            base_sha,
+            upper,
+            allowed,
+            forbidden,
+            max_patch_bytes,
+            limits: CaptureLimits::default(),
+            overlay_xattrs: OverlayXattrs::default(),
+            git_program: None,
+            tmp_dir: None,
+        }
+    }
+}
+
+/// Counters of one capture.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CaptureStats {
+    /// Upper-layer entries examined plus base entries enumerated for deletions.
+    pub entries: u64,
+    /// Bytes read from upper-layer files.
+    pub bytes_read: u64,
+    /// Base tree objects read.
+    pub trees_read: u64,
+}
+
+/// What capture found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureResult {
+    /// Every changed path whose name is valid, sorted; ignored files are not in here.
+    pub changed_paths: Vec<ChangedPath>,
+    /// Untracked changed files the base tree's ignore rules cover: scope-checked, not in the
+    /// patch, sorted.
+    pub ignored_paths: Vec<String>,
+    /// Every violation found. Non-empty means the candidate is rejected.
+    pub rejections: Vec<Rejection>,
+    /// The patch, only when `rejections` is empty (empty bytes when nothing changed).
+    pub patch: Option<Vec<u8>>,
+    pub stats: CaptureStats,
+}
+
+impl CaptureResult {
+    /// Is the candidate free of violations (and so has a patch)?
+    #[must_use]
+    pub fn accepted(&self) -> bool {
+        self.rejections.is_empty() && self.patch.is_some()
+    }
+}
+
+/// corral itself could not capture (I/O, git, a changing layer, time). The caller fails
+/// closed: the attempt gets no candidate.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("git: {0}")]
+    Git(String),
+    #[error("capture setup: {0}")]
+    Setup(String),
+    #[error("base commit {0} is not a commit in the canonical repository")]
+    BaseNotFound(String),
+    #[error("unsupported overlay layer: {0}")]
+    UnsupportedOverlay(String),
+    #[error(
+        "the upper layer changed while it was captured (is a worker process still alive?): {0}"
+    )]
+    LayerChanged(String),
+    #[error("capture exceeded its time limit")]
+    Timeout,
+}
+
+impl CaptureError {
+    pub(crate) fn io(context: &str, source: io::Error) -> Self {
+        Self::Io {
+            context: context.to_owned(),
+            source,
+        }
+    }
+}
+
+/// Captures the candidate of one attempt. See the crate documentation.
+pub fn capture(req: &CaptureRequest<'_>) -> Result<CaptureResult, CaptureError> {
+    let start = Instant::now();
+    let deadline = start + req.limits.timeout;
+    let format = ObjectFormat::from_hex_len(req.base_sha.len())
+        .filter(|_| objects::Oid::from_hex(req.base_sha).is_some())
+        .ok_or_else(|| {
+            CaptureError::Setup(format!(
+                "base SHA {:?} is not 40 or 64 lowercase hex digits",
+                req.base_sha
+            ))
+        })?;
+    let base = objects::Oid::from_hex(req.base_sha)
+        .ok_or_else(|| CaptureError::Setup("base SHA".into()))?;
+    let program = git::find_git(req.git_program)?;
+    let canonical_objects = git::canonical_objects_dir(req.canonical_repo)?;
+    let sandbox = git::GitSandbox::new(
+        program,
+        &canonical_objects,
+        format,
+        req.tmp_dir,
+        deadline,
+        req.limits.git_memory_bytes,
+    )?;
+    let mut cat = sandbox.cat_file(format)?;
+    let base_tree = match cat.read(&base)? {
+        Some((kind, data)) if kind == "commit" => commit_tree(&data)
+            .ok_or_else(|| CaptureError::Git(format!("commit {base} has no tree line")))?,
+        _ => return Err(CaptureError::BaseNotFound(req.base_sha.to_owned())),
+    };
+    let writer = objects::PackWriter::new(&sandbox.objects_dir(), format)
+        .map_err(|e| CaptureError::io("creating the candidate pack", e))?;
+    let scope = scope::Scope {
+        allowed: req.allowed,
+        forbidden: req.forbidden,
+    };
+    let mut walker = walk::Walker::new(
+        scope,
+        req.limits,
+        deadline,
+        req.overlay_xattrs.prefix(),
+        cat,
+        writer,
+        format,
+    );
+    let root = walker.walk_root(req.upper.as_fd(), base_tree)?;
+    let walk::Outcome {
+        mut changed,
+        mut ignored,
+        mut rejections,
+        stats,
+        cat,
+        mut writer,
+    } = walker.finish();
+    cat.close()?;
+    writer
+        .finish()
+        .map_err(|e| CaptureError::io("writing the candidate pack", e))?;
+    if Instant::now() >= deadline {
+        return Err(CaptureError::Timeout);
+    }
+
+    let mut patch = None;
+    if rejections.is_empty() {
+        let cand_tree = root.unwrap_or(base_tree);
+        if cand_tree == base_tree {
+            patch = Some(Vec::new());
+        } else {
+            let (b, c) = (base_tree.hex(), cand_tree.hex());
+            let out = sandbox.run(
+                &[
+                    "diff-tree",
+                    "-p",
+                    "--binary",
+                    "--full-index",
+                    "--no-renames",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--no-color",
+                    "--src-prefix=a/",
+                    "--dst-prefix=b/",
+                    &b,
+                    &c,
+                ],
+                req.max_patch_bytes,
+            )?;
+            match out {
+                Some(p) => patch = Some(p),
+                None => rejections.push(Rejection::new(
+                    ReasonCode::PatchTooLarge,
+                    None,
+                    format!(
+                        "the patch is longer than max_patch_bytes ({})",
+                        req.max_patch_bytes
+                    ),
+                )),
+            }
+        }
+    }
+    changed.sort_by(|a, b| a.path.cmp(&b.path));
+    ignored.sort();
+    Ok(CaptureResult {
+        changed_paths: changed,
+        ignored_paths: ignored,
+        rejections,
+        patch,
+        stats,
+    })
+}
+
+fn commit_tree(commit: &[u8]) -> Option<objects::Oid> {
+    let line = commit.split(|&b| b == b'\n').next()?;
+    let hex = std::str::from_utf8(line.strip_prefix(b"tree ")?).ok()?;
+    objects::Oid::from_hex(hex)
+}

@@ -1,0 +1,253 @@
+//! `corral demo`: the whole path on a tiny repository, with the bundled demo agent.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use corral_contract::documents::{
+    AGENT_PRESET_SCHEMA, Budget, Constraints, NetworkPermission, Permissions, PresetNetworkPolicy,
+    PromptTransport, Repository, Security, WORK_UNIT_SCHEMA,
+};
+use corral_contract::manifest::Outcome;
+use corral_contract::{AgentPreset, WorkUnit};
+use corral_linux::LinuxSandboxExecutor;
+use corral_runner::{RunInputs, run_attempt};
+use corral_sandbox::CancelToken;
+
+use crate::display::escape;
+use crate::exit;
+use crate::run::{default_cache_dir, default_data_dir, report_error};
+
+const RANGE_PY: &str = "def inclusive_range(start, end):\n    \"\"\"Return [start, ..., end].\"\"\"\n    return list(range(start, end))\n";
+
+/// Runs git with a clean environment and fixed identity and dates (so the demo commit, and so
+/// its cached base checkout, is the same on every run).
+fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "corral demo")
+        .env("GIT_AUTHOR_EMAIL", "demo@corral.invalid")
+        .env("GIT_COMMITTER_NAME", "corral demo")
+        .env("GIT_COMMITTER_EMAIL", "demo@corral.invalid")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .output()
+        .map_err(|e| format!("git {}: {e} (is git installed?)", args.join(" ")))?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn make_repo(dir: &Path) -> Result<String, String> {
+    let write = |rel: &str, text: &str| -> Result<(), String> {
+        let p = dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::write(&p, text).map_err(|e| format!("{}: {e}", p.display()))
+    };
+    write(
+        "README.md",
+        "# corral demo\n\nA tiny project with an off-by-one.\n",
+    )?;
+    write("src/__init__.py", "")?;
+    write("src/range.py", RANGE_PY)?;
+    write(".github/workflows/ci.yml", "on: push\njobs: {}\n")?;
+    git(dir, &["init", "-q", "-b", "main"])?;
+    git(dir, &["add", "-A"])?;
+    git(dir, &["commit", "-q", "-m", "demo: inclusive_range"])?;
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+fn work_unit(base_sha: String) -> WorkUnit {
+    let scope = vec!["src/".to_owned(), "tests/".to_owned()];
+    WorkUnit {
+        schema_version: WORK_UNIT_SCHEMA.to_owned(),
+        id: "demo-0001".to_owned(),
+        objective: Some(
+            "Make inclusive_range(start, end) include end, and add a test for it.".to_owned(),
+        ),
+        repository: Repository {
+            base_sha: Some(base_sha),
+        },
+        security: Security {
+            sandbox_required: Some(true),
+        },
+        permissions: Permissions {
+            process_execution: Some(true),
+            secrets: Some(Vec::new()),
+            network: Some(NetworkPermission::None),
+            network_allowlist: Some(Vec::new()),
+            filesystem_write: Some(scope.clone()),
+        },
+        budget: Budget {
+            wall_seconds: Some(60),
+            cpu_seconds: Some(30),
+            memory_bytes: Some(256 << 20),
+            disk_bytes: Some(64 << 20),
+            max_processes: Some(64),
+            max_output_bytes: Some(1 << 20),
+            max_patch_bytes: Some(1 << 20),
+        },
+        constraints: Constraints {
+            allowed_paths: Some(scope),
+            forbidden_paths: Some(vec![".github/".to_owned(), "**/*.pem".to_owned()]),
+        },
+    }
+}
+
+fn preset(exe: &Path, digest: &str) -> AgentPreset {
+    AgentPreset {
+        schema_version: AGENT_PRESET_SCHEMA.to_owned(),
+        id: "corral-demo-agent".to_owned(),
+        executable: exe.display().to_string(),
+        argv: vec!["demo-agent".to_owned()],
+        prompt_transport: PromptTransport::Stdin {},
+        model_connection: None,
+        env_allowlist: vec!["LANG".to_owned()],
+        network_policy: PresetNetworkPolicy::Disabled,
+        read_only_paths: Vec::new(),
+        authority: "candidate_only".to_owned(),
+        executable_sha256: Some(digest.to_owned()),
+    }
+}
+
+fn file_digest(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(corral_contract::Digest::of_bytes(&bytes).to_string())
+}
+
+pub fn run() -> u8 {
+    let dir = std::env::temp_dir().join(format!("corral-demo-{}", std::process::id()));
+    let code = run_in(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    code
+}
+
+fn run_in(dir: &PathBuf) -> u8 {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!("corral: demo: {}: {e}", dir.display());
+        return exit::FAILED;
+    }
+    let base_sha = match make_repo(dir) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("corral: demo: {}", escape(&e));
+            return exit::FAILED;
+        }
+    };
+    let exe = match std::env::current_exe().and_then(|p| p.canonicalize()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("corral: demo: cannot find my own executable: {e}");
+            return exit::FAILED;
+        }
+    };
+    let digest = match file_digest(&exe) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("corral: demo: {e}");
+            return exit::FAILED;
+        }
+    };
+    let wu = work_unit(base_sha.clone());
+    let pr = preset(&exe, &digest);
+    let artifacts = default_data_dir().join("artifacts");
+    let cache = default_cache_dir();
+    let env: BTreeMap<String, String> = [("LANG".to_owned(), "C.UTF-8".to_owned())].into();
+    println!("corral demo");
+    println!("  repository  {} (base {base_sha})", dir.display());
+    println!(
+        "  agent       {} demo-agent (pinned {digest})",
+        exe.display()
+    );
+    println!("  scope       writable src/ tests/, forbidden .github/ **/*.pem, network none");
+    let cancel = match CancelToken::new() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("corral: demo: {e}");
+            return exit::FAILED;
+        }
+    };
+    let executor = LinuxSandboxExecutor::new();
+    let inputs = RunInputs {
+        work_unit: &wu,
+        preset: &pr,
+        connections: None,
+        env: &env,
+        repo: dir,
+        artifacts: &artifacts,
+        cache: &cache,
+    };
+    let report = match run_attempt(&inputs, &executor, &cancel) {
+        Ok(r) => r,
+        Err(e) => {
+            return report_error(
+                &e,
+                Path::new("demo work unit"),
+                Path::new("demo preset"),
+                None,
+            );
+        }
+    };
+    let m = &report.manifest.manifest;
+    let outcome = serde_json::to_value(m.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    println!(
+        "  outcome     {outcome} (termination {:?}, exit {:?})",
+        m.execution.termination, m.execution.exit_code
+    );
+    println!(
+        "  used        wall {} ms of 60 s, cpu {} ms of 30 s, peak memory {} KiB of 256 MiB",
+        m.execution.wall_ms,
+        m.execution.cpu_ms,
+        m.execution.peak_memory_bytes / 1024
+    );
+    for r in &m.rejections {
+        println!(
+            "  rejection   {} {}: {}",
+            r.code,
+            escape(r.path.as_deref().unwrap_or("-")),
+            escape(&r.detail)
+        );
+    }
+    if let Some(c) = &m.candidate {
+        for p in &c.changed_paths {
+            println!("  changed     {:?} {}", p.change, escape(&p.path));
+        }
+    }
+    let stdout = std::fs::read(artifacts.join("sha256").join(m.logs.stdout.digest.hex()))
+        .unwrap_or_default();
+    for line in String::from_utf8_lossy(&stdout).lines().take(12) {
+        println!("  agent said  {}", escape(line));
+    }
+    println!("  manifest    {}", report.manifest.path.display());
+    println!(
+        "  verify with corral verify {}",
+        report.manifest.path.display()
+    );
+    if let Some(patch) = &report.patch {
+        println!("--- patch ({} bytes) ---", patch.len());
+        for line in String::from_utf8_lossy(patch).lines() {
+            println!("{}", escape(line));
+        }
+    }
+    if m.outcome == Outcome::CandidateCaptured {
+        exit::OK
+    } else {
+        exit::FAILED
+    }
+}

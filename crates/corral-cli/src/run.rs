@@ -1,0 +1,279 @@
+//! `corral run`, `corral verify`, `corral probe`.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use corral_linux::LinuxSandboxExecutor;
+use corral_manifest::{LocalArtifactBundleReader, verify_manifest_file};
+use corral_runner::{RunError, RunInputs, RunReport, run_attempt};
+use corral_sandbox::{CancelToken, LocalSandboxExecutor};
+
+use crate::admit::{field_of, file_of, load_inputs};
+use crate::display::escape;
+use crate::exit;
+use crate::input::BadInput;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The WorkUnit document.
+    #[arg(long, value_name = "FILE")]
+    pub work_unit: PathBuf,
+    /// The maintainer-owned AgentPreset.
+    #[arg(long, value_name = "FILE")]
+    pub preset: PathBuf,
+    /// The canonical repository (never modified).
+    #[arg(long, value_name = "DIR")]
+    pub repo: PathBuf,
+    /// The trusted connections document (model_only presets).
+    #[arg(long, value_name = "FILE")]
+    pub connections: Option<PathBuf>,
+    /// A worker environment variable; its name must be on the preset's env_allowlist.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// The artifact store (default: a folder under the user's data directory).
+    #[arg(long, value_name = "DIR")]
+    pub artifacts: Option<PathBuf>,
+    /// Print the manifest as JSON instead of its path.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `$XDG_DATA_HOME/corral` or `~/.local/share/corral`, or `/var/lib/corral` without a home.
+pub fn default_data_dir() -> PathBuf {
+    xdg_dir("XDG_DATA_HOME", ".local/share", "/var/lib/corral")
+}
+
+/// `$XDG_CACHE_HOME/corral` or `~/.cache/corral`, or `/var/cache/corral` without a home.
+pub fn default_cache_dir() -> PathBuf {
+    xdg_dir("XDG_CACHE_HOME", ".cache", "/var/cache/corral")
+}
+
+fn xdg_dir(var: &str, home_rel: &str, fallback: &str) -> PathBuf {
+    if let Some(d) = std::env::var_os(var).filter(|d| Path::new(d).is_absolute()) {
+        return PathBuf::from(d).join("corral");
+    }
+    match std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) {
+        Some(h) => PathBuf::from(h).join(home_rel).join("corral"),
+        None => PathBuf::from(fallback),
+    }
+}
+
+/// Parses `--env NAME=VALUE` values; a malformed one is bad input.
+fn parse_env(values: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut env = BTreeMap::new();
+    for v in values {
+        let Some((name, value)) = v.split_once('=') else {
+            return Err(format!("--env {:?}: expected NAME=VALUE", escape(v)));
+        };
+        if env.insert(name.to_owned(), value.to_owned()).is_some() {
+            return Err(format!("--env {:?}: given twice", escape(name)));
+        }
+    }
+    Ok(env)
+}
+
+/// Cancels the run on SIGINT, SIGTERM or SIGHUP; the sandbox is torn down, the manifest says
+/// `cancelled`.
+fn cancel_on_signals(cancel: &CancelToken) {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
+        let token = cancel.clone();
+        std::thread::spawn(move || {
+            if signals.forever().next().is_some() {
+                token.cancel();
+            }
+        });
+    }
+}
+
+pub fn run(args: &RunArgs) -> u8 {
+    let env = match parse_env(&args.env) {
+        Ok(env) => env,
+        Err(line) => {
+            eprintln!("corral: {line}");
+            return exit::REJECTED;
+        }
+    };
+    let inputs = match load_inputs(&args.work_unit, &args.preset, args.connections.as_ref()) {
+        Ok(i) => i,
+        Err(bad) => {
+            for BadInput(line) in &bad {
+                eprintln!("corral: {line}");
+            }
+            return exit::REJECTED;
+        }
+    };
+    let artifacts = args
+        .artifacts
+        .clone()
+        .unwrap_or_else(|| default_data_dir().join("artifacts"));
+    let cache = default_cache_dir();
+    let cancel = match CancelToken::new() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("corral: cannot create a cancel token: {e}");
+            return exit::FAILED;
+        }
+    };
+    cancel_on_signals(&cancel);
+    let executor = LinuxSandboxExecutor::new();
+    let run_inputs = RunInputs {
+        work_unit: &inputs.work_unit,
+        preset: &inputs.preset,
+        connections: inputs.connections.as_ref(),
+        env: &env,
+        repo: &args.repo,
+        artifacts: &artifacts,
+        cache: &cache,
+    };
+    let progress = (!args.json && std::io::stderr().is_terminal())
+        .then(|| crate::progress::Ticker::start(&inputs.work_unit.budget));
+    let result = run_attempt(&run_inputs, &executor, &cancel);
+    drop(progress);
+    match result {
+        Ok(report) => {
+            print_report(&report, args.json);
+            report.exit_code
+        }
+        Err(err) => report_error(
+            &err,
+            &args.work_unit,
+            &args.preset,
+            args.connections.as_ref(),
+        ),
+    }
+}
+
+pub fn report_error(err: &RunError, wu: &Path, preset: &Path, conn: Option<&PathBuf>) -> u8 {
+    match err {
+        RunError::Rejected(rejections) => {
+            for r in rejections {
+                eprintln!(
+                    "corral: rejected: {}: {}: {} [{}]",
+                    file_of(r, wu, preset, conn),
+                    field_of(r),
+                    escape(&r.detail),
+                    r.code
+                );
+            }
+        }
+        RunError::BadInput(m) => eprintln!("corral: {}", escape(m)),
+        RunError::Internal(m) => eprintln!("corral: internal error: {}", escape(m)),
+    }
+    err.exit_code()
+}
+
+fn print_report(report: &RunReport, json: bool) {
+    if json {
+        println!("{}", String::from_utf8_lossy(&report.manifest.bytes));
+        return;
+    }
+    let m = &report.manifest.manifest;
+    for r in &m.rejections {
+        eprintln!(
+            "corral: {}{}: {} [{}]",
+            r.path
+                .as_deref()
+                .map(|p| format!("{}: ", escape(p)))
+                .unwrap_or_default(),
+            serde_json::to_value(m.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            escape(&r.detail),
+            r.code
+        );
+    }
+    println!("{}", report.manifest.path.display());
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The manifest file.
+    pub manifest: PathBuf,
+    /// The artifact store (default: the store the manifest is in, else the default store).
+    #[arg(long, value_name = "DIR")]
+    pub artifacts: Option<PathBuf>,
+}
+
+pub fn verify(args: &VerifyArgs) -> u8 {
+    let artifacts = args.artifacts.clone().unwrap_or_else(|| {
+        let parent = args.manifest.parent();
+        match parent {
+            Some(p) if p.file_name().is_some_and(|n| n == "sha256") => p
+                .parent()
+                .map_or_else(|| default_data_dir().join("artifacts"), Path::to_path_buf),
+            _ => default_data_dir().join("artifacts"),
+        }
+    });
+    let reader = LocalArtifactBundleReader::new(&artifacts);
+    match verify_manifest_file(&args.manifest, &reader) {
+        Ok((_, report)) => {
+            for e in &report.entries {
+                println!("{:?} {} {:?}", e.role, e.digest, e.status);
+            }
+            if report.intact() {
+                println!("intact");
+                exit::OK
+            } else {
+                eprintln!(
+                    "corral: verify: {} is not intact",
+                    escape(&args.manifest.display().to_string())
+                );
+                exit::FAILED
+            }
+        }
+        Err(e) => {
+            eprintln!("corral: verify: {}", escape(&e.to_string()));
+            exit::FAILED
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct ProbeArgs {
+    /// Print the capabilities as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn probe(args: &ProbeArgs) -> u8 {
+    let executor = LinuxSandboxExecutor::new();
+    let caps = executor.capabilities();
+    let missing = caps.missing();
+    if args.json {
+        let out = serde_json::json!({
+            "backend": executor.backend(),
+            "capabilities": caps,
+            "landlock_abi": executor.probe_report().landlock_abi,
+            "all_enforced": missing.is_empty(),
+        });
+        println!("{out}");
+    } else {
+        println!("backend: {}", executor.backend());
+        for cap in corral_contract::Capability::ALL {
+            let e = caps.get(cap);
+            println!(
+                "{} {:<26} {}",
+                if e.enforced { "enforced" } else { "MISSING " },
+                cap.name(),
+                escape(&e.evidence)
+            );
+        }
+        if missing.is_empty() {
+            println!("all nine capabilities are enforced on this host");
+        } else {
+            println!(
+                "{} capability(ies) missing: no worker can run here",
+                missing.len()
+            );
+        }
+    }
+    if missing.is_empty() {
+        exit::OK
+    } else {
+        exit::CAPABILITY_MISSING
+    }
+}

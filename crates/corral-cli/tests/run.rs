@@ -1,0 +1,469 @@
+//! `corral run` and `corral verify` end to end, through the real Linux sandbox (root; CI runs
+//! as root). Each test builds its own repository and store in a temporary folder.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::{Value, json};
+
+struct Fixture {
+    dir: PathBuf,
+    repo: PathBuf,
+    base: String,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // Artifacts are read-only files: make them removable first.
+        let _ = Command::new("chmod")
+            .args(["-R", "u+w"])
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn fixture(tag: &str) -> Fixture {
+    let dir = std::env::temp_dir().join(format!("corral-run-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::create_dir_all(repo.join(".github")).unwrap();
+    std::fs::write(repo.join("src/app.py"), "print('hi')\n").unwrap();
+    std::fs::write(repo.join(".github/ci.yml"), "on: push\n").unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    Fixture { dir, repo, base }
+}
+
+fn work_unit(f: &Fixture, wall: u64, cpu: u64, memory: u64) -> Value {
+    json!({
+        "schema_version": "corral.work-unit/v1", "id": "wu-test", "objective": "do the thing",
+        "repository": { "base_sha": f.base },
+        "security": { "sandbox_required": true },
+        "permissions": { "process_execution": true, "secrets": [], "network": "none",
+                         "network_allowlist": [], "filesystem_write": ["src/"] },
+        "budget": { "wall_seconds": wall, "cpu_seconds": cpu, "memory_bytes": memory,
+                    "disk_bytes": 64u64 << 20, "max_processes": 64, "max_output_bytes": 65536,
+                    "max_patch_bytes": 65536 },
+        "constraints": { "allowed_paths": ["src/"], "forbidden_paths": ["**/*.pem"] }
+    })
+}
+
+fn shell_preset(script: &str) -> Value {
+    json!({
+        "schema_version": "corral.agent-preset/v1", "id": "sh", "executable": "/bin/sh",
+        "argv": ["-c", script], "prompt_transport": { "kind": "stdin" }, "model_connection": null,
+        "env_allowlist": ["LANG"], "network_policy": "disabled", "read_only_paths": [],
+        "authority": "candidate_only"
+    })
+}
+
+fn corral(f: &Fixture, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args(args)
+        .env_clear()
+        .env("HOME", f.dir.join("home"))
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap()
+}
+
+/// Runs with these documents; returns (exit code, manifest or Null, stderr).
+fn run(f: &Fixture, wu: &Value, preset: &Value, extra: &[&str]) -> (i32, Value, String) {
+    let wu_path = f.dir.join("wu.json");
+    let pr_path = f.dir.join("preset.json");
+    std::fs::write(&wu_path, wu.to_string()).unwrap();
+    std::fs::write(&pr_path, preset.to_string()).unwrap();
+    let artifacts = f.dir.join("artifacts");
+    let mut args = vec![
+        "run",
+        "--work-unit",
+        wu_path.to_str().unwrap(),
+        "--preset",
+        pr_path.to_str().unwrap(),
+        "--repo",
+        f.repo.to_str().unwrap(),
+        "--artifacts",
+        artifacts.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let out = corral(f, &args);
+    let manifest = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        manifest,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn repo_snapshot(f: &Fixture) -> String {
+    let status = git(&f.repo, &["status", "--porcelain", "--ignored", "-uall"]);
+    let refs = git(&f.repo, &["for-each-ref"]);
+    let head = git(&f.repo, &["rev-parse", "HEAD"]);
+    let objects = git(&f.repo, &["count-objects", "-v"]);
+    format!("{status}|{refs}|{head}|{objects}")
+}
+
+#[test]
+fn captured_candidate_exit_0_and_verify() {
+    let f = fixture("ok");
+    let before = repo_snapshot(&f);
+    let (code, m, err) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset(
+            "echo changed >> src/app.py; echo new > src/new.txt; cat >/dev/null; echo done",
+        ),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(m["outcome"], "candidate_captured");
+    assert_eq!(m["execution"]["termination"], "exited");
+    assert_eq!(
+        m["authority"],
+        json!({"verification": false, "merge": false})
+    );
+    let changed: Vec<&str> = m["candidate"]["changed_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["src/app.py", "src/new.txt"]);
+    assert_eq!(m["logs"]["stdout"]["bytes"], 5);
+    // The canonical repository is untouched.
+    assert_eq!(repo_snapshot(&f), before);
+    // The patch applies to a clean checkout of the base and reproduces the worker's files.
+    let patch_digest = m["candidate"]["patch"]["digest"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("sha256:")
+        .unwrap()
+        .to_owned();
+    let patch = f.dir.join("artifacts/sha256").join(&patch_digest);
+    let clone = f.dir.join("clone");
+    git(
+        &f.dir,
+        &[
+            "clone",
+            "-q",
+            f.repo.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    git(&clone, &["apply", "--binary", patch.to_str().unwrap()]);
+    assert_eq!(
+        std::fs::read_to_string(clone.join("src/app.py")).unwrap(),
+        "print('hi')\nchanged\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(clone.join("src/new.txt")).unwrap(),
+        "new\n"
+    );
+    // corral verify: intact, then tampered, then missing.
+    let manifest_path = f.dir.join("artifacts/sha256").join(
+        Command::new("sha256sum")
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map(|mut c| {
+                use std::io::Write;
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(serde_json::to_string(&m).unwrap().as_bytes())
+                    .unwrap();
+                String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()[..64].to_owned()
+            })
+            .unwrap(),
+    );
+    assert!(
+        manifest_path.is_file(),
+        "manifest not stored under its digest"
+    );
+    let v = corral(&f, &["verify", manifest_path.to_str().unwrap()]);
+    assert_eq!(
+        v.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+    let log = f.dir.join("artifacts/sha256").join(
+        m["logs"]["stdout"]["digest"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("sha256:")
+            .unwrap(),
+    );
+    std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    std::fs::write(&log, "tampered\n").unwrap();
+    assert_eq!(
+        corral(&f, &["verify", manifest_path.to_str().unwrap()])
+            .status
+            .code(),
+        Some(1)
+    );
+    std::fs::remove_file(&log).unwrap();
+    assert_eq!(
+        corral(&f, &["verify", manifest_path.to_str().unwrap()])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+#[test]
+fn scope_violation_rejects_candidate_exit_1() {
+    let f = fixture("rej");
+    let (code, m, err) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset("echo k > src/key.pem; echo ok > src/ok.txt"),
+        &[],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(m["outcome"], "candidate_rejected");
+    assert_eq!(m["candidate"], Value::Null);
+    let codes: Vec<&str> = m["rejections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"path_forbidden"), "{codes:?}");
+}
+
+#[test]
+fn writes_outside_scope_fail_inside_the_sandbox() {
+    let f = fixture("ro");
+    let (code, m, _) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset("echo evil > .github/ci.yml"),
+        &[],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(m["outcome"], "attempt_failed");
+    assert_ne!(m["execution"]["exit_code"], 0);
+    assert!(std::fs::read_to_string(f.repo.join(".github/ci.yml")).unwrap() == "on: push\n");
+}
+
+#[test]
+fn failed_attempts_exit_1_with_their_termination() {
+    let f = fixture("fail");
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (work_unit(&f, 30, 10, 128 << 20), "exit 3", "exited"),
+        (work_unit(&f, 1, 10, 128 << 20), "sleep 30", "wall_timeout"),
+        (
+            work_unit(&f, 30, 1, 128 << 20),
+            "while :; do :; done",
+            "cpu_limit",
+        ),
+        (
+            work_unit(&f, 30, 10, 32 << 20),
+            "head -c 200000000 /dev/zero > /dev/shm/fill; tail /dev/zero",
+            "memory_limit",
+        ),
+        (work_unit(&f, 30, 10, 128 << 20), "kill -9 $$", "signaled"),
+    ];
+    for (wu, script, termination) in cases {
+        let (code, m, err) = run(&f, &wu, &shell_preset(script), &[]);
+        assert_eq!(code, 1, "{script}: {err}");
+        assert_eq!(m["outcome"], "attempt_failed", "{script}");
+        assert_eq!(m["execution"]["termination"], termination, "{script}: {m}");
+        assert_eq!(m["authority"]["merge"], false);
+    }
+}
+
+#[test]
+fn admission_rejections_and_bad_input_exit_2_without_manifest() {
+    let f = fixture("bad");
+    let mut wu = work_unit(&f, 30, 10, 128 << 20);
+    wu["permissions"]["network"] = json!("unrestricted");
+    let (code, m, err) = run(&f, &wu, &shell_preset("true"), &[]);
+    assert_eq!((code, m), (2, Value::Null));
+    assert!(
+        err.contains("permissions.network") && err.contains("[network_unrestricted]"),
+        "{err}"
+    );
+    // Not a git repository.
+    let wu = work_unit(&f, 30, 10, 128 << 20);
+    let wu_path = f.dir.join("wu2.json");
+    std::fs::write(&wu_path, wu.to_string()).unwrap();
+    let pr_path = f.dir.join("p2.json");
+    std::fs::write(&pr_path, shell_preset("true").to_string()).unwrap();
+    let out = corral(
+        &f,
+        &[
+            "run",
+            "--work-unit",
+            wu_path.to_str().unwrap(),
+            "--preset",
+            pr_path.to_str().unwrap(),
+            "--repo",
+            f.dir.to_str().unwrap(),
+            "--artifacts",
+            f.dir.join("a2").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !f.dir.join("a2/sha256").exists()
+            || std::fs::read_dir(f.dir.join("a2/sha256")).unwrap().count() == 0
+    );
+    // A base SHA that is not in the repository.
+    let mut wu = work_unit(&f, 30, 10, 128 << 20);
+    wu["repository"]["base_sha"] = json!("1".repeat(40));
+    let (code, _, err) = run(&f, &wu, &shell_preset("true"), &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not in the repository"), "{err}");
+    // --env that the preset does not allow, and a malformed --env.
+    let (code, _, err) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset("true"),
+        &["--env", "EDITOR=vi"],
+    );
+    assert_eq!(code, 2, "{err}");
+    let (code, _, _) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset("true"),
+        &["--env", "LANG"],
+    );
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn environment_is_exactly_the_admitted_one() {
+    let f = fixture("env");
+    let (code, m, err) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset("env | sort > src/env.txt"),
+        &["--env", "LANG=C.UTF-8"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let patch_digest = m["candidate"]["patch"]["digest"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("sha256:")
+        .unwrap()
+        .to_owned();
+    let patch = std::fs::read_to_string(f.dir.join("artifacts/sha256").join(patch_digest)).unwrap();
+    let names: Vec<&str> = patch
+        .lines()
+        .filter_map(|l| l.strip_prefix('+'))
+        .filter(|l| !l.starts_with("++"))
+        .filter_map(|l| l.split('=').next())
+        .collect();
+    for n in &names {
+        assert!(
+            ["HOME", "LANG", "PATH", "PWD", "SHLVL", "TMPDIR", "_"].contains(n),
+            "unexpected variable {n} in {names:?}"
+        );
+    }
+    assert!(names.contains(&"LANG"));
+}
+
+#[test]
+fn provider_version_drift_refused_before_start() {
+    let f = fixture("drift");
+    let mut preset = shell_preset("touch src/ran");
+    preset["executable_sha256"] = json!(format!("sha256:{}", "0".repeat(64)));
+    let (code, m, err) = run(&f, &work_unit(&f, 30, 10, 128 << 20), &preset, &[]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(m["execution"]["termination"], "not_started");
+    assert_eq!(m["rejections"][0]["code"], "executable_digest_mismatch");
+    // The manifest records the digest of the bytes that were found (symlinks followed).
+    let real = Command::new("sha256sum").arg("/bin/sh").output().unwrap();
+    let hex = String::from_utf8_lossy(&real.stdout)[..64].to_owned();
+    assert_eq!(m["executable"]["digest"], format!("sha256:{hex}"));
+}
+
+#[test]
+fn cancellation_kills_everything_and_records_cancelled() {
+    let f = fixture("cancel");
+    let wu_path = f.dir.join("wu.json");
+    let pr_path = f.dir.join("preset.json");
+    std::fs::write(&wu_path, work_unit(&f, 60, 30, 128 << 20).to_string()).unwrap();
+    std::fs::write(
+        &pr_path,
+        shell_preset("sleep 1000 & sleep 1000 & wait").to_string(),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args([
+            "run",
+            "--work-unit",
+            wu_path.to_str().unwrap(),
+            "--preset",
+            pr_path.to_str().unwrap(),
+            "--repo",
+            f.repo.to_str().unwrap(),
+            "--artifacts",
+            f.dir.join("artifacts").to_str().unwrap(),
+            "--json",
+        ])
+        .env_clear()
+        .env("HOME", f.dir.join("home"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(m["execution"]["termination"], "cancelled");
+    let ps = Command::new("pgrep")
+        .args(["-f", "sleep 1000"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&ps.stdout).trim().is_empty(),
+        "sleepers survived"
+    );
+}

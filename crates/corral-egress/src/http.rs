@@ -1,0 +1,208 @@
+//! A strict parser for the one request head the proxy reads per connection.
+//!
+//! Anything ambiguous is refused rather than interpreted: bare LF or CR, obsolete line folding,
+//! header names that are not tokens, a repeated `Host` or `Content-Length`, any
+//! `Transfer-Encoding` (request smuggling), an over-long head.
+
+use std::io::Read;
+
+/// Largest request head accepted.
+pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    pub method: String,
+    pub target: String,
+    pub version: String,
+    /// Headers in order, names as sent.
+    pub headers: Vec<(String, String)>,
+}
+
+impl RequestHead {
+    /// The single value of a header (case-insensitive name), if present.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn count(&self, name: &str) -> usize {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .count()
+    }
+}
+
+/// Why a request head was refused; `status` is the HTTP status to answer with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status} {reason}")]
+pub struct HeadError {
+    pub status: u16,
+    pub reason: &'static str,
+}
+
+const fn bad(reason: &'static str) -> HeadError {
+    HeadError {
+        status: 400,
+        reason,
+    }
+}
+
+/// Reads until the end of the head. Returns the head and any bytes read past it.
+pub fn read_head(stream: &mut impl Read) -> Result<(RequestHead, Vec<u8>), HeadError> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = find_end(&buf) {
+            if end > MAX_HEAD_BYTES {
+                return Err(HeadError {
+                    status: 431,
+                    reason: "request_head_too_large",
+                });
+            }
+            let rest = buf.split_off(end + 4);
+            buf.truncate(end);
+            return Ok((parse_head(&buf)?, rest));
+        }
+        if buf.len() > MAX_HEAD_BYTES {
+            return Err(HeadError {
+                status: 431,
+                reason: "request_head_too_large",
+            });
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return Err(bad("incomplete_request")),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(bad("incomplete_request")),
+        }
+    }
+}
+
+fn find_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn parse_head(raw: &[u8]) -> Result<RequestHead, HeadError> {
+    let text = std::str::from_utf8(raw).map_err(|_| bad("non_utf8_head"))?;
+    let mut lines = text.split("\r\n");
+    let request_line = lines.next().ok_or(bad("empty_request"))?;
+    if text.contains('\n')
+        && text
+            .split("\r\n")
+            .any(|l| l.contains('\n') || l.contains('\r'))
+    {
+        return Err(bad("bare_line_break"));
+    }
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad("malformed_request_line"));
+    };
+    if method.is_empty() || !method.bytes().all(is_tchar) {
+        return Err(bad("malformed_method"));
+    }
+    if version != "HTTP/1.1" && version != "HTTP/1.0" {
+        return Err(bad("unsupported_http_version"));
+    }
+    if target.is_empty() || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err(bad("malformed_target"));
+    }
+    let mut headers = Vec::new();
+    for line in lines {
+        if line.starts_with([' ', '\t']) {
+            return Err(bad("obsolete_line_folding"));
+        }
+        let (name, value) = line.split_once(':').ok_or(bad("malformed_header"))?;
+        if name.is_empty() || !name.bytes().all(is_tchar) {
+            return Err(bad("malformed_header_name"));
+        }
+        let value = value.trim_matches([' ', '\t']);
+        if value.bytes().any(|b| b < b' ' && b != b'\t' || b == 0x7f) {
+            return Err(bad("control_character_in_header"));
+        }
+        headers.push((name.to_owned(), value.to_owned()));
+    }
+    let head = RequestHead {
+        method: method.to_owned(),
+        target: target.to_owned(),
+        version: version.to_owned(),
+        headers,
+    };
+    if head.count("host") > 1 {
+        return Err(bad("repeated_host_header"));
+    }
+    if head.count("content-length") > 1 {
+        return Err(bad("repeated_content_length"));
+    }
+    if head.count("transfer-encoding") > 0 {
+        return Err(HeadError {
+            status: 501,
+            reason: "transfer_encoding_not_supported",
+        });
+    }
+    Ok(head)
+}
+
+/// The body length declared by `Content-Length` (0 when absent).
+pub fn content_length(head: &RequestHead) -> Result<u64, HeadError> {
+    match head.header("content-length") {
+        None => Ok(0),
+        Some(v) if !v.is_empty() && v.len() <= 19 && v.bytes().all(|b| b.is_ascii_digit()) => {
+            v.parse().map_err(|_| bad("malformed_content_length"))
+        }
+        Some(_) => Err(bad("malformed_content_length")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<(RequestHead, Vec<u8>), HeadError> {
+        read_head(&mut s.as_bytes())
+    }
+
+    #[test]
+    fn parses_connect_and_keeps_early_data() {
+        let (h, rest) =
+            parse("CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\nHELLO").unwrap();
+        assert_eq!(
+            (h.method.as_str(), h.target.as_str()),
+            ("CONNECT", "a.test:443")
+        );
+        assert_eq!(h.header("HOST"), Some("a.test:443"));
+        assert_eq!(rest, b"HELLO");
+    }
+
+    #[test]
+    fn refuses_ambiguity() {
+        for raw in [
+            "GET http://a/ HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            "GET http://a/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            "POST http://a/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET http://a/ HTTP/1.1\r\nX: a\r\n folded\r\n\r\n",
+            "GET http://a/ HTTP/1.1\nHost: a\r\n\r\n",
+            "GET  http://a/ HTTP/1.1\r\n\r\n",
+            "GET http://a/ HTTP/2\r\n\r\n",
+            "GET http://a/ HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            "GET http://a/\x01 HTTP/1.1\r\n\r\n",
+            "GET http://a/ HTTP/1.1\r\nX: a\rb\r\n\r\n",
+        ] {
+            assert!(parse(raw).is_err(), "{raw:?} accepted");
+        }
+        let big = format!(
+            "GET http://a/ HTTP/1.1\r\nX: {}\r\n\r\n",
+            "a".repeat(MAX_HEAD_BYTES + 10)
+        );
+        assert_eq!(parse(&big).map(|_| ()).unwrap_err().status, 431);
+    }
+}

@@ -1,0 +1,676 @@
+//! The host probe: every capability is tested for real on this host, and the evidence says
+//! what was observed. Nothing is attested from a flag. [`Observations`] are plain data and
+//! [`capabilities_from`] is a pure function, so tests inject a report with any one kernel
+//! feature missing and check the run is refused before start.
+
+use std::fs;
+use std::io;
+use std::num::NonZeroU64;
+use std::os::fd::{AsFd, AsRawFd};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use corral_contract::manifest::Termination;
+use corral_contract::{
+    Capability, CapabilityEvidence, ExecSpec, Limits, NetworkMode, SandboxCapabilities,
+};
+
+use crate::cgroup::{CgroupLimits, CgroupOps as _, CgroupVersion, Hierarchy};
+use crate::supervise::{self, LinuxConfig, RunInput};
+use crate::{LinuxSandboxExecutor, seccomp, sys};
+
+/// One observed host feature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub ok: bool,
+    pub detail: String,
+}
+
+impl Observation {
+    #[must_use]
+    pub fn ok(detail: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            detail: detail.into(),
+        }
+    }
+    #[must_use]
+    pub fn missing(detail: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// What the probe saw, feature by feature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observations {
+    /// Effective uid 0 (this backend is rootful).
+    pub root: Observation,
+    /// A usable cgroup hierarchy and a test group created beneath ours.
+    pub cgroup: Observation,
+    pub cgroup_memory: Observation,
+    /// No swap escape: swap limit set to 0, or no swap on the host.
+    pub cgroup_swap: Observation,
+    pub cgroup_pids: Observation,
+    /// CPU bandwidth cap and CPU usage accounting.
+    pub cgroup_cpu: Observation,
+    /// Killing a whole group (v2 `cgroup.kill`, v1 freezer).
+    pub cgroup_kill: Observation,
+    /// A size-capped tmpfs refuses writes past its size with ENOSPC.
+    pub tmpfs_limit: Observation,
+    /// Overlay with fd-given layers over an idmapped read-only lower layer.
+    pub overlay_idmap: Observation,
+    /// The worker's seccomp filter installed in a throwaway child and denying.
+    pub seccomp: Observation,
+    /// Landlock ABI (0 = unavailable); recorded, used when available.
+    pub landlock_abi: u32,
+    /// A full sandbox run of `true`: PID/mount/net/IPC/UTS/cgroup namespaces, loopback,
+    /// pivot_root, fresh /proc, credential drop, Landlock and seccomp all applied.
+    pub sandbox_run: Observation,
+    /// Allowlist mode: a sandbox run whose egress listener was created by the supervisor in
+    /// the sandbox's network namespace (lo only) and reached from inside it. Without it,
+    /// allowlist policies are refused (mode none does not depend on it).
+    pub egress_wiring: Observation,
+}
+
+impl Observations {
+    /// Everything missing with the same reason (a starting point for tests).
+    #[must_use]
+    pub fn none(reason: &str) -> Self {
+        let m = || Observation::missing(reason);
+        Self {
+            root: m(),
+            cgroup: m(),
+            cgroup_memory: m(),
+            cgroup_swap: m(),
+            cgroup_pids: m(),
+            cgroup_cpu: m(),
+            cgroup_kill: m(),
+            tmpfs_limit: m(),
+            overlay_idmap: m(),
+            seccomp: m(),
+            landlock_abi: 0,
+            sandbox_run: m(),
+            egress_wiring: m(),
+        }
+    }
+}
+
+fn combine(parts: &[(&str, &Observation)], extra: &str) -> CapabilityEvidence {
+    let enforced = parts.iter().all(|(_, o)| o.ok);
+    let mut text: Vec<String> = parts
+        .iter()
+        .map(|(name, o)| format!("{name}: {}{}", if o.ok { "" } else { "MISSING " }, o.detail))
+        .collect();
+    if !extra.is_empty() {
+        text.push(extra.to_owned());
+    }
+    CapabilityEvidence {
+        enforced,
+        evidence: text.join("; "),
+    }
+}
+
+/// The nine capabilities from the observations (pure).
+#[must_use]
+pub fn capabilities_from(o: &Observations) -> SandboxCapabilities {
+    let run = ("sandbox run", &o.sandbox_run);
+    let root = ("root", &o.root);
+    let landlock = if o.landlock_abi > 0 {
+        format!(
+            "Landlock ABI {} applied as a second layer{}",
+            o.landlock_abi,
+            if o.landlock_abi >= 6 {
+                " with abstract-unix-socket and signal scoping"
+            } else {
+                ""
+            }
+        )
+    } else {
+        "Landlock unavailable: mounts only".to_owned()
+    };
+    let allowlist = if o.egress_wiring.ok {
+        format!(
+            "mode allowlist: the same namespace, plus the caller's egress proxy served on a listener the supervisor creates inside it ({}); HTTP(S)_PROXY/ALL_PROXY point at it; a run without an egress gateway is refused",
+            o.egress_wiring.detail
+        )
+    } else {
+        format!(
+            "mode allowlist: MISSING ({}): allowlist policies are refused (fail closed)",
+            o.egress_wiring.detail
+        )
+    };
+    SandboxCapabilities {
+        network_enforcement: combine(
+            &[root, run],
+            &format!(
+                "mode none: own network namespace with only its loopback up (no route, no DNS, host abstract sockets unreachable); {allowlist}"
+            ),
+        ),
+        process_tree_isolation: combine(
+            &[
+                root,
+                run,
+                ("cgroup", &o.cgroup),
+                ("group kill", &o.cgroup_kill),
+            ],
+            "own PID namespace; init has PR_SET_PDEATHSIG; the cgroup and init are killed after every run",
+        ),
+        cpu_limit: combine(
+            &[root, ("cgroup", &o.cgroup), ("cpu", &o.cgroup_cpu), run],
+            "RLIMIT_CPU as a second layer",
+        ),
+        memory_limit: combine(
+            &[
+                root,
+                ("cgroup", &o.cgroup),
+                ("memory", &o.cgroup_memory),
+                ("swap", &o.cgroup_swap),
+                run,
+            ],
+            "tmpfs, /dev/shm and memfd pages are charged to the run's memory cgroup",
+        ),
+        disk_limit: combine(
+            &[
+                root,
+                ("tmpfs", &o.tmpfs_limit),
+                ("overlay", &o.overlay_idmap),
+                run,
+            ],
+            "one size-capped tmpfs per attempt holds the workspace upper layer, /tmp, HOME and /dev/shm",
+        ),
+        process_limit: combine(
+            &[root, ("cgroup", &o.cgroup), ("pids", &o.cgroup_pids), run],
+            "",
+        ),
+        filesystem_isolation: combine(&[root, run, ("seccomp", &o.seccomp)], &landlock),
+        writable_path_enforcement: combine(
+            &[root, ("overlay", &o.overlay_idmap), run],
+            &format!(
+                "read-only overlay top with writable binds of the policy's literal prefixes; .git read-only; {landlock}"
+            ),
+        ),
+        credential_isolation: combine(
+            &[root, ("seccomp", &o.seccomp), run],
+            "explicit environment only; uid/gid 65534; all capability sets empty; no_new_privs; non-dumpable init",
+        ),
+    }
+}
+
+/// The probe's result: observations, the capabilities derived from them, and what the
+/// executor needs to run (the cgroup hierarchy, the Landlock ABI).
+#[derive(Debug, Clone)]
+pub struct ProbeReport {
+    pub observations: Observations,
+    pub capabilities: SandboxCapabilities,
+    pub hierarchy: Option<Hierarchy>,
+    pub landlock_abi: u32,
+}
+
+impl ProbeReport {
+    #[must_use]
+    pub fn from_observations(observations: Observations, hierarchy: Option<Hierarchy>) -> Self {
+        let capabilities = capabilities_from(&observations);
+        let landlock_abi = observations.landlock_abi;
+        Self {
+            observations,
+            capabilities,
+            hierarchy,
+            landlock_abi,
+        }
+    }
+
+    /// The same report with one capability withdrawn (tests).
+    #[must_use]
+    pub fn without(mut self, cap: Capability, reason: &str) -> Self {
+        *self.capabilities.get_mut(cap) = CapabilityEvidence::missing(reason);
+        self
+    }
+}
+
+fn probe_cgroup(o: &mut Observations) -> Option<Hierarchy> {
+    let h = match Hierarchy::detect_host() {
+        Ok(h) => h,
+        Err(e) => {
+            o.cgroup = Observation::missing(format!("no usable cgroup hierarchy: {e}"));
+            return None;
+        }
+    };
+    let limits = CgroupLimits {
+        memory_bytes: 64 << 20,
+        pids_max: 16,
+        cpu_quota_us: 50_000,
+        cpu_period_us: 100_000,
+    };
+    let name = format!(
+        "probe-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    );
+    let mut g = match h.create(&name, &limits) {
+        Ok(g) => g,
+        Err(e) => {
+            o.cgroup = Observation::missing(format!(
+                "{}: creating corral-{name} with limits failed: {e}",
+                h.describe()
+            ));
+            return None;
+        }
+    };
+    o.cgroup = Observation::ok(format!(
+        "{}: created corral-{name} and wrote memory, pids and cpu limits",
+        h.describe()
+    ));
+    let dirs = g.dirs();
+    let find = |file: &str| dirs.iter().map(|d| d.join(file)).find(|p| p.exists());
+    let read = |file: &str| {
+        find(file)
+            .and_then(|p| fs::read_to_string(p).ok())
+            .unwrap_or_default()
+    };
+    let swap_total = fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("SwapTotal:"))
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
+        })
+        .unwrap_or_else(|| "?".into());
+    match h.version() {
+        CgroupVersion::V2 => {
+            let mem = read("memory.max");
+            o.cgroup_memory = if mem.trim() == limits.memory_bytes.to_string() {
+                Observation::ok(format!("memory.max reads back {}", mem.trim()))
+            } else {
+                Observation::missing(format!("memory.max reads {mem:?}"))
+            };
+            let swap = read("memory.swap.max");
+            o.cgroup_swap = if swap.trim() == "0" {
+                Observation::ok("memory.swap.max = 0")
+            } else if swap_total == "0" {
+                Observation::ok(format!(
+                    "no memory.swap.max; host SwapTotal {swap_total} kB (no swap)"
+                ))
+            } else {
+                Observation::missing(format!(
+                    "swap not limited (memory.swap.max {swap:?}, SwapTotal {swap_total} kB)"
+                ))
+            };
+            o.cgroup_pids = check_eq(&read("pids.max"), "16", "pids.max");
+            let cpu = read("cpu.max");
+            o.cgroup_cpu = if cpu.trim() == "50000 100000" && find("cpu.stat").is_some() {
+                Observation::ok("cpu.max reads back 50000 100000; cpu.stat usage_usec readable")
+            } else {
+                Observation::missing(format!("cpu.max reads {cpu:?}"))
+            };
+            o.cgroup_kill = if find("cgroup.kill").is_some() {
+                Observation::ok("cgroup.kill present")
+            } else {
+                Observation::missing("no cgroup.kill (kernel < 5.14)")
+            };
+        }
+        CgroupVersion::V1 => {
+            let mem = read("memory.limit_in_bytes");
+            o.cgroup_memory = check_eq(
+                &mem,
+                &limits.memory_bytes.to_string(),
+                "memory.limit_in_bytes",
+            );
+            let memsw = find("memory.memsw.limit_in_bytes");
+            o.cgroup_swap = if memsw.is_some() {
+                Observation::ok("memory.memsw.limit_in_bytes set equal to the memory limit")
+            } else if swap_total == "0" {
+                Observation::ok(format!(
+                    "no swap accounting (memsw absent) but host SwapTotal {swap_total} kB: no swap to escape to"
+                ))
+            } else {
+                Observation::missing(format!(
+                    "memsw absent and host has swap (SwapTotal {swap_total} kB)"
+                ))
+            };
+            o.cgroup_pids = check_eq(&read("pids.max"), "16", "pids.max");
+            let quota = read("cpu.cfs_quota_us");
+            o.cgroup_cpu = if quota.trim() == "50000" && find("cpuacct.usage").is_some() {
+                Observation::ok("cpu.cfs_quota_us reads back 50000; cpuacct.usage readable")
+            } else {
+                Observation::missing(format!("cpu.cfs_quota_us reads {quota:?}"))
+            };
+            o.cgroup_kill = if find("freezer.state").is_some() {
+                Observation::ok("v1 freezer present (freeze, SIGKILL every task, thaw)")
+            } else {
+                Observation::missing("no v1 freezer")
+            };
+        }
+    }
+    if let Err(e) = g.destroy() {
+        o.cgroup = Observation::missing(format!("removing the probe group failed: {e}"));
+    }
+    Some(h)
+}
+
+fn check_eq(value: &str, want: &str, file: &str) -> Observation {
+    if value.trim() == want {
+        Observation::ok(format!("{file} reads back {want}"))
+    } else {
+        Observation::missing(format!("{file} reads {value:?}, wanted {want}"))
+    }
+}
+
+fn probe_tmpfs() -> Observation {
+    let r = (|| -> io::Result<String> {
+        let fs_fd = sys::fsopen("tmpfs")?;
+        sys::fsconfig_string(fs_fd.as_fd(), "size", "65536")?;
+        sys::fsconfig_string(fs_fd.as_fd(), "nr_inodes", "16")?;
+        sys::fsconfig_create(fs_fd.as_fd())?;
+        let m = sys::fsmount(
+            fs_fd.as_fd(),
+            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        )?;
+        let path = supervise::fd_path(&m).join("fill");
+        let mut f = fs::File::create(&path)?;
+        let chunk = [0u8; 4096];
+        for i in 0..64 {
+            if let Err(e) = io::Write::write_all(&mut f, &chunk) {
+                if e.raw_os_error() == Some(libc::ENOSPC) {
+                    return Ok(format!(
+                        "detached tmpfs size=64KiB refused write {} with ENOSPC",
+                        i + 1
+                    ));
+                }
+                return Err(e);
+            }
+        }
+        Err(io::Error::other("256 KiB written to a 64 KiB tmpfs"))
+    })();
+    match r {
+        Ok(s) => Observation::ok(s),
+        Err(e) => Observation::missing(format!("size-capped tmpfs: {e}")),
+    }
+}
+
+fn probe_overlay(config: &LinuxConfig) -> Observation {
+    let r = (|| -> io::Result<String> {
+        let make = || -> io::Result<_> {
+            let fs_fd = sys::fsopen("tmpfs")?;
+            sys::fsconfig_string(fs_fd.as_fd(), "size", "1048576")?;
+            sys::fsconfig_create(fs_fd.as_fd())?;
+            sys::fsmount(
+                fs_fd.as_fd(),
+                sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+            )
+        };
+        let lower = make()?;
+        fs::write(supervise::fd_path(&lower).join("base"), b"x")?;
+        let userns =
+            supervise::create_idmap_userns((0, 0), (config.worker_uid, config.worker_gid))?;
+        let attr = sys::MountAttr {
+            attr_set: sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_IDMAP,
+            userns_fd: userns.as_raw_fd() as u64,
+            ..sys::MountAttr::default()
+        };
+        sys::mount_setattr(lower.as_fd(), false, &attr)?;
+        let uid = std::os::unix::fs::MetadataExt::uid(&fs::metadata(
+            supervise::fd_path(&lower).join("base"),
+        )?);
+        if uid != config.worker_uid {
+            return Err(io::Error::other(format!("idmapped file shows uid {uid}")));
+        }
+        let disk = make()?;
+        let base = supervise::fd_path(&disk);
+        fs::create_dir(base.join("u"))?;
+        fs::create_dir(base.join("w"))?;
+        let u = std::os::fd::OwnedFd::from(fs::File::open(base.join("u"))?);
+        let w = std::os::fd::OwnedFd::from(fs::File::open(base.join("w"))?);
+        let ovl = sys::fsopen("overlay")?;
+        for (k, v) in [
+            ("metacopy", "off"),
+            ("redirect_dir", "off"),
+            ("index", "off"),
+        ] {
+            sys::fsconfig_string(ovl.as_fd(), k, v)?;
+        }
+        sys::fsconfig_fd(ovl.as_fd(), "lowerdir+", lower.as_fd())?;
+        sys::fsconfig_fd(ovl.as_fd(), "upperdir", u.as_fd())?;
+        sys::fsconfig_fd(ovl.as_fd(), "workdir", w.as_fd())?;
+        sys::fsconfig_create(ovl.as_fd())?;
+        let m = sys::fsmount(ovl.as_fd(), 0)?;
+        fs::write(supervise::fd_path(&m).join("new"), b"y")?;
+        if !base.join("u/new").exists() {
+            return Err(io::Error::other("write did not land in the upper layer"));
+        }
+        Ok(format!(
+            "overlay (lowerdir+/upperdir/workdir by fd, metacopy=off, redirect_dir=off) over an idmapped read-only lower (uid 0 -> {}) on detached tmpfs: write landed in the upper layer",
+            config.worker_uid
+        ))
+    })();
+    match r {
+        Ok(s) => Observation::ok(s),
+        Err(e) => Observation::missing(format!("overlay/idmapped mount: {e}")),
+    }
+}
+
+fn probe_seccomp() -> Observation {
+    let filter = match seccomp::worker_filter() {
+        Ok(f) => f,
+        Err(e) => return Observation::missing(e.to_string()),
+    };
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut().cast(),
+    };
+    // SAFETY: fork-like clone; the child makes only raw system calls on data built before
+    // the clone and exits with a bit mask of the checks that passed.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            libc::SIGCHLD as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid < 0 {
+        return Observation::missing(format!("fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: raw system calls in the child; `prog` points at `filter`, alive in this
+        // copy of the address space.
+        unsafe {
+            let errno = || *libc::__errno_location();
+            let mut bits = 0;
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0u32,
+                    std::ptr::from_ref(&prog),
+                ) != 0
+            {
+                libc::_exit(100);
+            }
+            if libc::syscall(libc::SYS_unshare, 0x1000_0000u64 | (1u64 << 40)) == -1
+                && errno() == libc::EPERM
+            {
+                bits |= 1;
+            }
+            if libc::syscall(libc::SYS_clone3, 0usize, 0usize) == -1 && errno() == libc::ENOSYS {
+                bits |= 2;
+            }
+            if libc::syscall(libc::SYS_socket, 40u64 | (1u64 << 32), 1, 0) == -1
+                && errno() == libc::EPERM
+            {
+                bits |= 4;
+            }
+            if libc::syscall(libc::SYS_keyctl, 0, -4i64, 0) == -1 && errno() == libc::EPERM {
+                bits |= 8;
+            }
+            libc::_exit(bits);
+        }
+    }
+    let status = sys::waitpid(pid as libc::pid_t).unwrap_or(-1);
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    if code == 15 {
+        Observation::ok(format!(
+            "filter of {} instructions (x86_64 + aarch64, other arches killed, x32 denied) installed in a throwaway child: unshare(CLONE_NEWUSER|1<<40) EPERM, clone3 ENOSYS, socket(AF_VSOCK|1<<32) EPERM, keyctl EPERM",
+            filter.len()
+        ))
+    } else {
+        Observation::missing(format!(
+            "seccomp check child exited {code} (bits of passed checks; 100 = install failed)"
+        ))
+    }
+}
+
+fn find_true() -> Option<&'static str> {
+    ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| fs::metadata(p).is_ok())
+}
+
+fn probe_run(
+    config: &LinuxConfig,
+    partial: &Observations,
+    hierarchy: Option<&Hierarchy>,
+) -> Observation {
+    match probe_sandbox(config, partial, hierarchy, None) {
+        Ok((truth, ms)) => Observation::ok(format!(
+            "ran {truth} as uid {} in new pid/mount/net/ipc/uts/cgroup namespaces (loopback up, pivot_root onto the attempt tmpfs, fresh /proc, idmapped overlay workspace, capabilities dropped, no_new_privs, {}seccomp): exit 0 in {ms} ms",
+            config.worker_uid,
+            if partial.landlock_abi > 0 {
+                format!("Landlock ABI {}, ", partial.landlock_abi)
+            } else {
+                String::new()
+            },
+        )),
+        Err(e) => Observation::missing(e),
+    }
+}
+
+/// A sandbox run of `true` in allowlist mode with the probe's gateway, which checks the
+/// listener it is handed (see [`crate::egress::verify_listener`]).
+fn probe_egress(
+    config: &LinuxConfig,
+    partial: &Observations,
+    hierarchy: Option<&Hierarchy>,
+) -> Observation {
+    if !partial.sandbox_run.ok {
+        return Observation::missing("not attempted: the sandbox run failed");
+    }
+    let gateway = crate::egress::ProbeGateway::default();
+    match probe_sandbox(config, partial, hierarchy, Some(&gateway)) {
+        Ok((_, ms)) => match gateway.result.lock().ok().and_then(|mut r| r.take()) {
+            Some(Ok(detail)) => Observation::ok(format!("{detail}; run in {ms} ms")),
+            Some(Err(e)) => Observation::missing(format!("egress wiring check failed: {e}")),
+            None => Observation::missing("the gateway was never called"),
+        },
+        Err(e) => Observation::missing(e),
+    }
+}
+
+/// Runs `true` once; `egress` selects allowlist mode. Returns the program and milliseconds.
+fn probe_sandbox(
+    config: &LinuxConfig,
+    partial: &Observations,
+    hierarchy: Option<&Hierarchy>,
+    egress: Option<&dyn corral_sandbox::EgressGateway>,
+) -> Result<(&'static str, u128), String> {
+    let Some(h) = hierarchy else {
+        return Err("not attempted: no cgroup hierarchy".into());
+    };
+    let Some(truth) = find_true() else {
+        return Err("no /usr/bin/true to run".into());
+    };
+    let dir = std::env::temp_dir().join(format!("corral-probe-ws-{}", std::process::id()));
+    if let Err(e) = fs::create_dir_all(&dir) {
+        return Err(format!("temporary workspace: {e}"));
+    }
+    let report = ProbeReport::from_observations(partial.clone(), Some(h.clone()));
+    let exe = LinuxSandboxExecutor::with_probe(config.clone(), report);
+    let spec = ExecSpec {
+        executable: truth.into(),
+        args: vec![],
+        env: Default::default(),
+        stdin: None,
+        read_only_paths: vec![],
+        executable_sha256: None,
+    };
+    let one = NonZeroU64::MIN;
+    let limits = Limits {
+        wall_seconds: NonZeroU64::new(10).unwrap_or(one),
+        cpu_seconds: NonZeroU64::new(5).unwrap_or(one),
+        memory_bytes: NonZeroU64::new(64 << 20).unwrap_or(one),
+        disk_bytes: NonZeroU64::new(8 << 20).unwrap_or(one),
+        max_processes: NonZeroU64::new(8).unwrap_or(one),
+        max_output_bytes: NonZeroU64::new(4096).unwrap_or(one),
+        max_patch_bytes: one,
+    };
+    let input = RunInput {
+        exec: &spec,
+        network_mode: if egress.is_some() {
+            NetworkMode::Allowlist
+        } else {
+            NetworkMode::None
+        },
+        allowlist: &[],
+        egress,
+        writable: &[],
+        forbidden: &[],
+        limits,
+        workspace: &dir,
+        capabilities: SandboxCapabilities::none("probe"),
+    };
+    let cancel = match corral_sandbox::CancelToken::new() {
+        Ok(c) => c,
+        Err(e) => return Err(format!("cancel token: {e}")),
+    };
+    let t = Instant::now();
+    let r = supervise::run(&exe, &input, &cancel);
+    let _ = fs::remove_dir(&dir);
+    match r {
+        Ok(o) if o.termination == Termination::Exited && o.exit_code == Some(0) => {
+            Ok((truth, t.elapsed().as_millis()))
+        }
+        Ok(o) => Err(format!(
+            "probe run of {truth} ended {:?} exit {:?} signal {:?}",
+            o.termination, o.exit_code, o.signal
+        )),
+        Err(e) => Err(format!("probe run of {truth} failed: {e}")),
+    }
+}
+
+/// Probes this host for real (takes a few milliseconds; run once per executor).
+#[must_use]
+pub fn probe(config: &LinuxConfig) -> ProbeReport {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        let mut o = Observations::none(
+            "corral-linux is rootful: the supervisor must run as root (rootless mode is not implemented)",
+        );
+        o.root = Observation::missing(format!("effective uid {euid}, not 0"));
+        return ProbeReport::from_observations(o, None);
+    }
+    let mut o = Observations::none("not probed");
+    o.root = Observation::ok("effective uid 0");
+    let hierarchy = probe_cgroup(&mut o);
+    o.tmpfs_limit = probe_tmpfs();
+    o.overlay_idmap = probe_overlay(config);
+    o.seccomp = probe_seccomp();
+    o.landlock_abi = sys::landlock_abi();
+    o.sandbox_run = probe_run(config, &o, hierarchy.as_ref());
+    o.egress_wiring = probe_egress(config, &o, hierarchy.as_ref());
+    ProbeReport::from_observations(o, hierarchy)
+}
+
+/// The path of the probe's temporary workspace (removed after the probe run).
+#[must_use]
+pub fn probe_workspace() -> PathBuf {
+    std::env::temp_dir().join(format!("corral-probe-ws-{}", std::process::id()))
+}

@@ -1,0 +1,242 @@
+//! Thin wrappers over the Linux system calls the supervisor uses (new mount API, pidfds).
+//! The sandbox's own processes use the raw calls in `child.rs` instead (no allocation there).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+pub const FSOPEN_CLOEXEC: u32 = 1;
+pub const FSCONFIG_SET_STRING: u32 = 1;
+pub const FSCONFIG_SET_FD: u32 = 5;
+pub const FSCONFIG_CMD_CREATE: u32 = 6;
+pub const FSMOUNT_CLOEXEC: u32 = 1;
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+pub const OPEN_TREE_CLONE: u32 = 1;
+pub const OPEN_TREE_CLOEXEC: u32 = libc::O_CLOEXEC as u32;
+pub const MOVE_MOUNT_F_EMPTY_PATH: u32 = 0x4;
+pub const MOVE_MOUNT_T_EMPTY_PATH: u32 = 0x40;
+pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+pub const RESOLVE_BENEATH: u64 = 0x08;
+
+/// `struct mount_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MountAttr {
+    pub attr_set: u64,
+    pub attr_clr: u64,
+    pub propagation: u64,
+    pub userns_fd: u64,
+}
+
+/// `struct open_how`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenHow {
+    pub flags: u64,
+    pub mode: u64,
+    pub resolve: u64,
+}
+
+fn cstr(s: &str) -> io::Result<CString> {
+    CString::new(s)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL in {s:?}")))
+}
+
+fn fd_result(rc: libc::c_long, what: &str) -> io::Result<OwnedFd> {
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    let fd = RawFd::try_from(rc).map_err(io::Error::other)?;
+    // SAFETY: the kernel returned a new descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn unit_result(rc: libc::c_long, what: &str) -> io::Result<()> {
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+    }
+    Ok(())
+}
+
+pub fn fsopen(fstype: &str) -> io::Result<OwnedFd> {
+    let name = cstr(fstype)?;
+    // SAFETY: `name` is a valid NUL-terminated string for the duration of the call.
+    let rc = unsafe { libc::syscall(libc::SYS_fsopen, name.as_ptr(), FSOPEN_CLOEXEC) };
+    fd_result(rc, &format!("fsopen({fstype})"))
+}
+
+pub fn fsconfig_string(fs: BorrowedFd<'_>, key: &str, value: &str) -> io::Result<()> {
+    let (k, v) = (cstr(key)?, cstr(value)?);
+    // SAFETY: both strings are valid NUL-terminated C strings for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_SET_STRING,
+            k.as_ptr(),
+            v.as_ptr(),
+            0,
+        )
+    };
+    unit_result(rc, &format!("fsconfig({key}={value})"))
+}
+
+pub fn fsconfig_fd(fs: BorrowedFd<'_>, key: &str, fd: BorrowedFd<'_>) -> io::Result<()> {
+    let k = cstr(key)?;
+    // SAFETY: `k` is a valid C string; the value pointer is NULL as FSCONFIG_SET_FD requires.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_SET_FD,
+            k.as_ptr(),
+            std::ptr::null::<libc::c_void>(),
+            fd.as_raw_fd(),
+        )
+    };
+    unit_result(rc, &format!("fsconfig({key}=fd)"))
+}
+
+pub fn fsconfig_create(fs: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: FSCONFIG_CMD_CREATE takes no pointers.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    };
+    unit_result(rc, "fsconfig(create)")
+}
+
+pub fn fsmount(fs: BorrowedFd<'_>, attrs: u64) -> io::Result<OwnedFd> {
+    // SAFETY: fsmount takes a descriptor and flags only.
+    let rc = unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, attrs) };
+    fd_result(rc, "fsmount")
+}
+
+/// `open_tree(AT_FDCWD, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC [| AT_RECURSIVE])`: a
+/// detached copy of the mount tree at `path`.
+pub fn open_tree_clone(path: &str, recursive: bool) -> io::Result<OwnedFd> {
+    let p = cstr(path)?;
+    let mut flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as u32;
+    }
+    // SAFETY: `p` is a valid C string for the call.
+    let rc = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), flags) };
+    fd_result(rc, &format!("open_tree({path})"))
+}
+
+/// `mount_setattr(fd, "", AT_EMPTY_PATH [| AT_RECURSIVE], attr)`.
+pub fn mount_setattr(fd: BorrowedFd<'_>, recursive: bool, attr: &MountAttr) -> io::Result<()> {
+    let mut flags = libc::AT_EMPTY_PATH;
+    if recursive {
+        flags |= libc::AT_RECURSIVE;
+    }
+    // SAFETY: the empty path is a valid C string; `attr` points to a live MountAttr of the
+    // size passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags,
+            std::ptr::from_ref(attr),
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    unit_result(rc, "mount_setattr")
+}
+
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
+    // SAFETY: no pointers besides NULL siginfo.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    unit_result(rc, "pidfd_send_signal")
+}
+
+/// `waitpid(pid, &status, 0)`, retrying on EINTR; returns the raw status.
+pub fn waitpid(pid: libc::pid_t) -> io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int the kernel writes to.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::__WALL) };
+        if rc == pid {
+            return Ok(status);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Reads from a descriptor (non-retrying on EOF), returning the bytes read.
+pub fn read_some(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is valid for `buf.len()` writable bytes.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return usize::try_from(n).map_err(io::Error::other);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Writes all bytes.
+pub fn write_all(fd: BorrowedFd<'_>, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is valid for `buf.len()` readable bytes.
+        let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[usize::try_from(n).map_err(io::Error::other)?..];
+    }
+    Ok(())
+}
+
+/// Landlock ABI version, or 0 when unavailable.
+#[must_use]
+pub fn landlock_abi() -> u32 {
+    // SAFETY: the version query takes a NULL attribute and size 0.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            crate::landlock::CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(rc).unwrap_or(0)
+}
+
+/// `fchown` through a path (no symlink following).
+pub fn lchown(path: &std::path::Path, uid: u32, gid: u32) -> io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+}

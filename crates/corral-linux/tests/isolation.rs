@@ -1,0 +1,417 @@
+//! Adversarial tests: process tree, signals, file system, credentials, seccomp, network.
+//! Each attack runs inside the sandbox and is paired with a positive control.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+mod common;
+use std::time::{Duration, Instant};
+
+use common::*;
+use corral_contract::manifest::Termination;
+
+fn marker(tag: &str) -> String {
+    format!(
+        "corral-marker-{tag}-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    )
+}
+
+#[test]
+fn double_fork_setsid_daemon_does_not_survive_the_run() {
+    let ws = Workspace::new("daemon");
+    let m = marker("daemon");
+    let o = Case::attack(&["daemon", &m]).run(&ws);
+    assert_eq!(
+        o.exit_code,
+        Some(0),
+        "{} {} {:?} {:?}",
+        text(&o.stdout.bytes),
+        text(&o.stderr.bytes),
+        o.termination,
+        o.signal
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        host_procs_with(&m).is_empty(),
+        "daemon survived the sandbox"
+    );
+    assert_gone(&o);
+    // Positive control: the same attack outside the sandbox leaves a survivor we can see.
+    let m2 = marker("daemon-control");
+    let st = std::process::Command::new(attack_bin())
+        .args(["daemon", &m2])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::thread::sleep(Duration::from_millis(300));
+    let survivors = host_procs_with(&m2);
+    assert!(
+        !survivors.is_empty(),
+        "control: the daemon should survive outside a sandbox"
+    );
+    for pid in survivors {
+        // SAFETY-free: std has no kill; use the kill binary.
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status();
+    }
+}
+
+#[test]
+fn timeout_kills_term_ignoring_stopped_and_forking_tasks() {
+    let ws = Workspace::new("timeout");
+    let m = marker("timeout");
+    let mut c = Case::sh(&format!(
+        "trap '' TERM INT HUP; (trap '' TERM; while :; do sleep 1000 & sleep 0.1; done) & sh -c 'kill -STOP $$' & {} daemon {m}; while :; do :; done",
+        attack_bin()
+    ));
+    c.read_only_paths = vec![attack_bin().into()];
+    c.budget.wall = 2;
+    let t = Instant::now();
+    let o = c.run(&ws);
+    assert_eq!(o.termination, Termination::WallTimeout);
+    assert!(
+        t.elapsed() < Duration::from_millis(3500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        host_procs_with(&m).is_empty(),
+        "a descendant survived the timeout"
+    );
+    assert_gone(&o);
+}
+
+#[test]
+fn cancellation_from_another_thread_kills_everything() {
+    let ws = Workspace::new("cancel");
+    let c = Case::sh("sleep 1000 & sleep 1000 & wait");
+    let run = c.admitted();
+    let cancel = corral_sandbox::CancelToken::new().unwrap();
+    let c2 = cancel.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        c2.cancel();
+    });
+    let t = Instant::now();
+    let o = corral_sandbox::execute_admitted(executor(), &run, &ws.path, &cancel).unwrap();
+    h.join().unwrap();
+    assert_eq!(o.termination, Termination::Cancelled);
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert_gone(&o);
+}
+
+#[test]
+fn kill_minus_one_from_inside_leaves_the_supervisor_alive() {
+    let ws = Workspace::new("kill1");
+    // A canary on the host, same uid as the sandbox worker's would-be target set.
+    let mut canary = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let o = Case::sh("kill -STOP -1; kill -9 -1; echo unreachable").run(&ws);
+    // The shell killed itself (it is in the namespace it signalled); we are still here.
+    assert!(
+        matches!(o.termination, Termination::Signaled | Termination::Exited),
+        "{:?}",
+        o.termination
+    );
+    assert!(canary.try_wait().unwrap().is_none(), "host canary died");
+    let state = std::fs::read_to_string(format!("/proc/{}/stat", canary.id())).unwrap();
+    assert!(!state.contains(") T "), "host canary stopped: {state}");
+    canary.kill().unwrap();
+    canary.wait().unwrap();
+    assert_gone(&o);
+}
+
+#[test]
+fn system_dirs_git_and_unlisted_workspace_paths_are_read_only() {
+    let ws = Workspace::new("ro");
+    let script = "for f in /usr/bin/corral-pwn /etc/passwd /bin/sh /x /proc/sys/kernel/core_pattern README .git/config .github/pwn src/../README; do \
+                  if (echo PWN >> $f) 2>/dev/null; then echo WROTE $f; else echo DENIED $f; fi; done; \
+                  echo ok > src/ok.rs && echo WROTE-SRC";
+    let o = Case::sh(script).run(&ws);
+    let out = text(&o.stdout.bytes);
+    assert!(
+        !out.contains("WROTE /") && !out.contains("WROTE README") && !out.contains("WROTE .git"),
+        "{out}"
+    );
+    assert!(!out.contains("WROTE .github"), "{out}");
+    assert!(
+        out.contains("WROTE-SRC"),
+        "positive control: src/ is writable: {out}"
+    );
+    let up = o.workspace.as_ref().unwrap().upper_path();
+    assert!(up.join("src/ok.rs").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.path.join("README")).unwrap(),
+        "readme\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(
+        !ws.path.join("src/ok.rs").exists(),
+        "host workspace untouched"
+    );
+    assert_gone(&o);
+}
+
+#[test]
+fn git_stays_read_only_when_the_whole_workspace_is_writable() {
+    let ws = Workspace::new("gitro");
+    let mut c = Case::sh(
+        "echo a >> README && echo WROTE-README; (echo x >> .git/config) 2>/dev/null && echo WROTE-GIT; (echo x > .git/new) 2>/dev/null && echo WROTE-GIT-NEW; (echo x >> .github/ci.yml) 2>/dev/null && echo WROTE-FORBIDDEN; echo done",
+    );
+    c.writable = vec!["*.rs".into(), "README".into()];
+    let o = c.run(&ws);
+    let out = text(&o.stdout.bytes);
+    assert!(
+        out.contains("WROTE-README"),
+        "control: root-level writes allowed: {out}"
+    );
+    assert!(
+        !out.contains("WROTE-GIT") && !out.contains("WROTE-FORBIDDEN"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert_gone(&o);
+}
+
+#[test]
+fn host_secrets_and_home_are_invisible() {
+    let ws = Workspace::new("secrets");
+    let canary = format!("CANARY-{}", std::process::id());
+    let secret = std::path::PathBuf::from(format!("/root/.corral-canary-{}", std::process::id()));
+    std::fs::write(&secret, &canary).unwrap();
+    // Positive control: the canary is readable on the host.
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), canary);
+    let o = Case::sh(&format!(
+        "cat {} /etc/shadow 2>&1; ls /root /home /run /var /sys /mnt 2>&1; ls /tmp; grep -rs {canary} /etc /tmp /home /workspace; echo end",
+        secret.display()
+    ))
+    .run(&ws);
+    std::fs::remove_file(&secret).unwrap();
+    let out = text(&o.stdout.bytes);
+    assert!(
+        !out.contains(&format!("{canary}\n")) && !out.lines().any(|l| l == canary),
+        "{out}"
+    );
+    assert!(out.contains("No such file"), "{out}");
+    assert_gone(&o);
+}
+
+#[test]
+fn no_file_descriptor_leaks_into_the_worker() {
+    let ws = Workspace::new("fds");
+    let o = Case::attack(&["fds"]).run(&ws);
+    let out = text(&o.stdout.bytes);
+    let fds: Vec<&str> = out.lines().collect();
+    // 0, 1, 2 plus the descriptor read_dir itself holds on /proc/self/fd.
+    assert_eq!(fds.len(), 4, "{out}");
+    assert!(
+        fds.iter()
+            .any(|l| l.contains("/proc/") && l.contains("/fd")),
+        "{out}"
+    );
+    assert!(
+        !out.contains("/sys/fs/cgroup") && !out.contains("/root") && !out.contains("/work"),
+        "{out}"
+    );
+    // Positive control: an inherited descriptor is visible to the helper outside.
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("exec 7</etc/hostname; exec {} fds", attack_bin()),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        text(&out.stdout).contains("/etc/hostname"),
+        "control: {}",
+        text(&out.stdout)
+    );
+    assert_gone(&o);
+}
+
+#[test]
+fn environment_is_exactly_the_admitted_one_and_init_is_clean() {
+    let ws = Workspace::new("env");
+    let mut c = Case::sh("");
+    c.executable = "/usr/bin/env".into();
+    c.args = vec![];
+    c.env_allowlist = vec!["LANG".into()];
+    c.env.insert("LANG".into(), "C.UTF-8".into());
+    let o = c.run(&ws);
+    let mut names: Vec<String> = text(&o.stdout.bytes)
+        .lines()
+        .map(|l| l.split('=').next().unwrap().to_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["HOME", "LANG", "PATH", "TMPDIR"],
+        "{}",
+        text(&o.stdout.bytes)
+    );
+    // /proc/1 (init) shows nothing of the caller's environment or command line.
+    let o = Case::sh("cat /proc/1/environ /proc/1/cmdline 2>&1 | tr '\\0' '\\n'; echo; cat /proc/self/environ | tr '\\0' '\\n'").run(&ws);
+    let out = text(&o.stdout.bytes);
+    assert!(!out.contains("CARGO") && !out.contains("RUST"), "{out}");
+    assert!(
+        std::env::vars().any(|(k, _)| k.starts_with("CARGO")),
+        "control: the caller has CARGO* vars"
+    );
+    assert_gone(&o);
+}
+
+#[test]
+fn worker_has_no_capabilities_no_new_privs_and_an_unprivileged_uid() {
+    let ws = Workspace::new("caps");
+    let o = Case::sh("grep -E '^(Uid|Gid|Cap|NoNewPrivs|Seccomp:)' /proc/self/status; (echo -1000 > /proc/self/oom_score_adj) 2>/dev/null && echo OOMADJ; (exec 3<>/dev/tty) 2>/dev/null && echo TTY; echo end").run(&ws);
+    let out = text(&o.stdout.bytes);
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            out.contains(&format!("{cap}:\t0000000000000000")),
+            "{cap}: {out}"
+        );
+    }
+    assert!(
+        out.contains("NoNewPrivs:\t1") && out.contains("Seccomp:\t2"),
+        "{out}"
+    );
+    assert!(out.contains("Uid:\t65534\t65534\t65534\t65534"), "{out}");
+    assert!(!out.contains("OOMADJ") && !out.contains("TTY"), "{out}");
+    // Positive control: this test process itself has capabilities.
+    let me = std::fs::read_to_string("/proc/self/status").unwrap();
+    assert!(!me.contains("CapEff:\t0000000000000000"));
+    assert_gone(&o);
+}
+
+#[test]
+fn seccomp_denies_with_eperm_or_enosys_and_the_control_reaches_the_kernel() {
+    let ws = Workspace::new("seccomp");
+    let o = Case::attack(&["syscalls"]).run(&ws);
+    let out = text(&o.stdout.bytes);
+    for line in out.lines() {
+        let res = line.rsplit(' ').next().unwrap();
+        let want = if line.starts_with("clone3") {
+            "ENOSYS"
+        } else {
+            "EPERM"
+        };
+        assert_eq!(res, want, "{line}\n{out}");
+    }
+    assert_eq!(out.lines().count(), 27, "{out}");
+    assert_eq!(o.exit_code, Some(0), "{out}");
+    // Positive control: outside the filter the same calls reach the kernel.
+    let ctl = std::process::Command::new(attack_bin())
+        .arg("syscalls")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let ctl = text(&ctl.stdout);
+    let reached = ctl
+        .lines()
+        .filter(|l| !l.ends_with(" EPERM") && !l.ends_with(" ENOSYS"))
+        .count();
+    assert!(reached >= 20, "control: {ctl}");
+    assert_gone(&o);
+}
+
+#[test]
+fn network_none_cannot_reach_a_host_loopback_listener() {
+    let ws = Workspace::new("net");
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.set_nonblocking(true).unwrap();
+    let port = l.local_addr().unwrap().port().to_string();
+    let o = Case::attack(&["connect", "127.0.0.1", &port]).run(&ws);
+    let out = text(&o.stdout.bytes);
+    assert!(
+        out.contains("FAILED") && out.contains("ECONNREFUSED"),
+        "{out}"
+    );
+    assert!(l.accept().is_err(), "the host listener saw a connection");
+    let o2 = Case::sh("cat /proc/net/route; cat /proc/net/dev | tail -n +3 | cut -d: -f1").run(&ws);
+    let routes = text(&o2.stdout.bytes);
+    assert_eq!(
+        routes.lines().count(),
+        2,
+        "only the route header and lo: {routes}"
+    );
+    assert!(routes.contains("lo"), "{routes}");
+    // Positive control: the same helper outside connects and the listener accepts.
+    let ctl = std::process::Command::new(attack_bin())
+        .args(["connect", "127.0.0.1", &port])
+        .output()
+        .unwrap();
+    assert!(text(&ctl.stdout).contains("CONNECTED"));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(l.accept().is_ok(), "control accept");
+    assert_gone(&o);
+    assert_gone(&o2);
+}
+
+#[test]
+fn host_abstract_unix_socket_is_unreachable() {
+    use std::os::linux::net::SocketAddrExt as _;
+    let ws = Workspace::new("abstract");
+    let name = format!("corral-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let l = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let o = Case::attack(&["abstract", &name]).run(&ws);
+    let out = text(&o.stdout.bytes);
+    assert!(out.contains("FAILED"), "{out}");
+    assert!(l.accept().is_err());
+    let ctl = std::process::Command::new(attack_bin())
+        .args(["abstract", &name])
+        .output()
+        .unwrap();
+    assert!(
+        text(&ctl.stdout).contains("CONNECTED"),
+        "control: {}",
+        text(&ctl.stdout)
+    );
+    assert_gone(&o);
+}
+
+#[test]
+fn stdin_is_exactly_the_objective_then_eof_and_no_tty() {
+    let ws = Workspace::new("stdin");
+    let mut c = Case::sh("cat; echo; read -r x || echo EOF; ls -l /proc/self/fd/0");
+    c.stdin_objective = Some("the objective".into());
+    let t = Instant::now();
+    let o = c.run(&ws);
+    let out = text(&o.stdout.bytes);
+    assert!(
+        out.starts_with("the objective\nEOF"),
+        "{out} {} {:?} {:?}",
+        text(&o.stderr.bytes),
+        o.termination,
+        o.exit_code
+    );
+    assert!(out.contains("pipe:"), "{out}");
+    assert!(t.elapsed() < Duration::from_secs(3));
+    assert_gone(&o);
+}
+
+#[test]
+fn allowlist_policy_fails_closed() {
+    let ws = Workspace::new("allowlist");
+    let mut c = Case::sh("echo ran > /tmp/x");
+    c.network = "allowlist";
+    let err = c.run_in(&ws.path).unwrap_err();
+    assert!(
+        matches!(err, corral_sandbox::SandboxError::Unsupported(_)),
+        "{err}"
+    );
+}

@@ -1,0 +1,284 @@
+//! The content-addressed artifact store and its reader.
+//!
+//! Layout: `<artifacts>/sha256/<64 hex>`, one file per artifact, named by the sha256 of its
+//! bytes, mode 0444. Writes are atomic (temporary file in the same directory, `fsync`,
+//! `rename`, directory `fsync`), so a reader sees a whole artifact or none.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use corral_contract::canonical::Digest;
+use corral_contract::manifest::ArtifactRef;
+use rustix::fs::{FileType, Mode, OFlags};
+use rustix::io::Errno;
+use sha2::Digest as _;
+
+/// Why the store could not be opened or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "artifact directory {store} lies inside {protected}; it must be outside the workspace and the canonical repository"
+    )]
+    InsideProtected { store: PathBuf, protected: PathBuf },
+    #[error("artifact directory {0} is not an absolute path without '..'")]
+    BadPath(PathBuf),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(context: &str) -> impl FnOnce(io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        context: context.to_owned(),
+        source,
+    }
+}
+
+/// Resolves `path` as it would be once created: the longest existing ancestor canonicalized,
+/// the rest appended (which must hold no `..`).
+fn resolve_future(path: &Path) -> Result<PathBuf, StoreError> {
+    if !path.is_absolute() {
+        return Err(StoreError::BadPath(path.to_path_buf()));
+    }
+    let mut existing = path.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        match existing.canonicalize() {
+            Ok(c) => {
+                let mut out = c;
+                for part in rest.iter().rev() {
+                    out.push(part);
+                }
+                return Ok(out);
+            }
+            Err(_) => {
+                let Some(name) = existing.file_name().map(ToOwned::to_owned) else {
+                    return Err(StoreError::BadPath(path.to_path_buf()));
+                };
+                rest.push(name);
+                if !existing.pop() {
+                    return Err(StoreError::BadPath(path.to_path_buf()));
+                }
+            }
+        }
+    }
+}
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A writable artifact store.
+#[derive(Debug, Clone)]
+pub struct ArtifactStore {
+    root: PathBuf,
+    dir: PathBuf,
+}
+
+impl ArtifactStore {
+    /// Opens (creating if needed) the store at `root`, refusing a root inside any of
+    /// `protected` (the workspace, the canonical repository). Nothing is created when it is
+    /// refused.
+    pub fn open(root: &Path, protected: &[&Path]) -> Result<Self, StoreError> {
+        if root.components().any(|c| c == Component::ParentDir) {
+            return Err(StoreError::BadPath(root.to_path_buf()));
+        }
+        let resolved = resolve_future(root)?;
+        for p in protected {
+            let p_res = resolve_future(p)?;
+            if resolved.starts_with(&p_res) {
+                return Err(StoreError::InsideProtected {
+                    store: root.to_path_buf(),
+                    protected: p.to_path_buf(),
+                });
+            }
+        }
+        let dir = resolved.join("sha256");
+        fs::create_dir_all(&dir).map_err(io_err("creating the artifact directory"))?;
+        Ok(Self {
+            root: resolved,
+            dir,
+        })
+    }
+
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where the artifact with this digest lives.
+    #[must_use]
+    pub fn path_of(&self, digest: &Digest) -> PathBuf {
+        self.dir.join(digest.hex())
+    }
+
+    /// A reader over the same store.
+    #[must_use]
+    pub fn reader(&self) -> LocalArtifactBundleReader {
+        LocalArtifactBundleReader::new(&self.root)
+    }
+
+    /// Stores `bytes`; idempotent (an intact existing copy is kept as it is, a damaged one is
+    /// replaced atomically).
+    pub fn put(&self, bytes: &[u8]) -> Result<ArtifactRef, StoreError> {
+        let digest = Digest::of_bytes(bytes);
+        let dest = self.path_of(&digest);
+        let len = bytes.len() as u64;
+        if self.reader().check(&digest).is_ok() {
+            return Ok(ArtifactRef { digest, bytes: len });
+        }
+        let tmp = self.dir.join(format!(
+            ".tmp-{}-{}-{}",
+            digest.hex(),
+            std::process::id(),
+            TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let result = (|| {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)
+                .map_err(io_err("creating a temporary artifact file"))?;
+            f.write_all(bytes).map_err(io_err("writing an artifact"))?;
+            f.set_permissions(fs::Permissions::from_mode(0o444))
+                .map_err(io_err("making an artifact read-only"))?;
+            f.sync_all().map_err(io_err("syncing an artifact"))?;
+            fs::rename(&tmp, &dest).map_err(io_err("renaming an artifact into place"))?;
+            File::open(&self.dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io_err("syncing the artifact directory"))
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result.map(|()| ArtifactRef { digest, bytes: len })
+    }
+}
+
+/// Why an artifact could not be read back intact.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("artifact {0} is missing")]
+    Missing(Digest),
+    #[error("artifact {expected} does not match its digest (content hashes to {actual})")]
+    Mismatch { expected: Digest, actual: Digest },
+    #[error("artifact {0} is not a regular file")]
+    NotRegular(Digest),
+    #[error("artifact {digest} is larger than {max} bytes")]
+    TooLarge { digest: Digest, max: u64 },
+    #[error("reading artifact {digest}: {source}")]
+    Io {
+        digest: Digest,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Reads artifacts back by digest and checks every byte against the digest.
+#[derive(Debug, Clone)]
+pub struct LocalArtifactBundleReader {
+    dir: PathBuf,
+}
+
+impl LocalArtifactBundleReader {
+    /// A reader of the store whose root is `root` (artifacts under `<root>/sha256/`).
+    #[must_use]
+    pub fn new(root: &Path) -> Self {
+        Self {
+            dir: root.join("sha256"),
+        }
+    }
+
+    fn open(&self, digest: &Digest) -> Result<File, ReadError> {
+        let path = self.dir.join(digest.hex());
+        let fd = match rustix::fs::open(
+            &path,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Err(ReadError::Missing(digest.clone())),
+            Err(Errno::LOOP | Errno::NXIO) => return Err(ReadError::NotRegular(digest.clone())),
+            Err(e) => {
+                return Err(ReadError::Io {
+                    digest: digest.clone(),
+                    source: e.into(),
+                });
+            }
+        };
+        let st = rustix::fs::fstat(&fd).map_err(|e| ReadError::Io {
+            digest: digest.clone(),
+            source: e.into(),
+        })?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(ReadError::NotRegular(digest.clone()));
+        }
+        Ok(File::from(fd))
+    }
+
+    fn hash_stream(
+        &self,
+        digest: &Digest,
+        max: u64,
+        mut keep: Option<&mut Vec<u8>>,
+    ) -> Result<u64, ReadError> {
+        let mut f = self.open(digest)?;
+        let mut hasher = sha2::Sha256::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut total: u64 = 0;
+        loop {
+            let n = match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(ReadError::Io {
+                        digest: digest.clone(),
+                        source,
+                    });
+                }
+            };
+            total += n as u64;
+            if total > max {
+                return Err(ReadError::TooLarge {
+                    digest: digest.clone(),
+                    max,
+                });
+            }
+            hasher.update(&buf[..n]);
+            if let Some(k) = keep.as_deref_mut() {
+                k.extend_from_slice(&buf[..n]);
+            }
+        }
+        let actual = Digest::from_raw(hasher.finalize().into());
+        if actual != *digest {
+            return Err(ReadError::Mismatch {
+                expected: digest.clone(),
+                actual,
+            });
+        }
+        Ok(total)
+    }
+
+    /// Re-hashes the artifact without keeping it; returns its length.
+    pub fn check(&self, digest: &Digest) -> Result<u64, ReadError> {
+        self.hash_stream(digest, u64::MAX, None)
+    }
+
+    /// Reads the artifact; its bytes are returned only when they match the digest.
+    pub fn read(&self, digest: &Digest) -> Result<Vec<u8>, ReadError> {
+        self.read_bounded(digest, u64::MAX)
+    }
+
+    /// Like [`Self::read`], refusing artifacts longer than `max` bytes.
+    pub fn read_bounded(&self, digest: &Digest, max: u64) -> Result<Vec<u8>, ReadError> {
+        let mut out = Vec::new();
+        self.hash_stream(digest, max, Some(&mut out))?;
+        Ok(out)
+    }
+}

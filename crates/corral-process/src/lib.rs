@@ -1,0 +1,424 @@
+//! `run_bounded_process()`: the execution-neutral bounded subprocess primitive of the seeds.
+//!
+//! # THIS IS NOT A SANDBOX
+//!
+//! A process started here runs with the caller's user, file system, network, kernel keyring
+//! and resource limits. It can read the caller's home directory, connect anywhere, fork
+//! without bound and leave daemons behind in another session. What this crate guarantees is
+//! only:
+//!
+//! * the child starts in a new POSIX session (it has no controlling terminal);
+//! * a wall-clock timeout, after which the child's process group is killed;
+//! * bounded, concurrent capture of stdout and stderr (no deadlock when both pipes fill),
+//!   with the total byte count and a truncation flag per stream;
+//! * best-effort process-group cleanup (`SIGKILL` to the group) on *every* exit, not only on
+//!   timeout;
+//! * no hang when a background process keeps the output pipes open: the status comes from
+//!   `wait`, and the readers stop after a short grace period.
+//!
+//! It is never a valid `LocalSandboxExecutor` (ADR-0017). The capture and stdin helpers
+//! ([`OutputCapture`], [`StdinFeeder`]) are shared with real sandbox backends, which add the
+//! isolation themselves.
+#![allow(
+    unsafe_code,
+    reason = "poll(2), pidfd_open(2), killpg(2) and setsid(2) in pre_exec have no safe std wrapper"
+)]
+
+use std::ffi::OsString;
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One captured output stream: the first `cap` bytes, the total the process wrote, and
+/// whether anything was dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CapturedStream {
+    /// The kept bytes (at most the cap), verbatim: NUL and invalid UTF-8 are kept as bytes.
+    pub bytes: Vec<u8>,
+    /// Bytes the process wrote to the stream (may exceed `bytes.len()`).
+    pub total_bytes: u64,
+    /// `total_bytes > bytes.len()`.
+    pub truncated: bool,
+}
+
+impl CapturedStream {
+    fn push(&mut self, chunk: &[u8], cap: u64) {
+        self.total_bytes = self.total_bytes.saturating_add(chunk.len() as u64);
+        let room =
+            usize::try_from(cap.saturating_sub(self.bytes.len() as u64)).unwrap_or(usize::MAX);
+        let keep = room.min(chunk.len());
+        self.bytes.extend_from_slice(&chunk[..keep]);
+        if keep < chunk.len() {
+            self.truncated = true;
+        }
+    }
+}
+
+/// Creates a pipe with both ends close-on-exec: `(read, write)`.
+pub fn cloexec_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid, writable array of two c_ints, as pipe2 requires.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller owns; F_GETFL takes no pointer argument.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above; F_SETFL takes an int argument.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `poll(2)` on a set of descriptors for readability; returns which are ready. `None` waits
+/// forever.
+pub fn poll_readable(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|fd| libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = match timeout {
+        None => -1,
+        Some(d) => i32::try_from(d.as_millis().max(u128::from(!d.is_zero()))).unwrap_or(i32::MAX),
+    };
+    loop {
+        // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structs for the whole call.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ms) };
+        if rc >= 0 {
+            return Ok(pfds.iter().map(|p| p.revents != 0).collect());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Concurrent, bounded capture of two output pipes in one thread (no deadlock when both
+/// fill). Keeps draining after the cap so the writer never blocks on a full pipe.
+#[derive(Debug)]
+pub struct OutputCapture {
+    stop_tx: Option<OwnedFd>,
+    thread: Option<JoinHandle<(CapturedStream, CapturedStream)>>,
+}
+
+impl OutputCapture {
+    /// Starts reading `stdout` and `stderr` (the read ends), keeping at most `cap` bytes each.
+    pub fn spawn(stdout: OwnedFd, stderr: OwnedFd, cap: u64) -> io::Result<Self> {
+        set_nonblocking(stdout.as_raw_fd())?;
+        set_nonblocking(stderr.as_raw_fd())?;
+        let (stop_rx, stop_tx) = cloexec_pipe()?;
+        let thread = std::thread::Builder::new()
+            .name("corral-capture".into())
+            .spawn(move || capture_loop([stdout, stderr], &stop_rx, cap))?;
+        Ok(Self {
+            stop_tx: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Waits up to `grace` for both streams to reach end of file, then stops reading (a
+    /// descendant that keeps a pipe open cannot make this hang) and returns both streams.
+    pub fn finish(mut self, grace: Duration) -> (CapturedStream, CapturedStream) {
+        let deadline = Instant::now() + grace;
+        if let Some(t) = &self.thread {
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.stop();
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+
+    fn stop(&mut self) {
+        if let Some(tx) = self.stop_tx.take() {
+            let mut f = std::fs::File::from(tx);
+            let _ = f.write_all(b"x");
+        }
+    }
+}
+
+impl Drop for OutputCapture {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn capture_loop(fds: [OwnedFd; 2], stop: &OwnedFd, cap: u64) -> (CapturedStream, CapturedStream) {
+    let mut out = [CapturedStream::default(), CapturedStream::default()];
+    let mut open = [true, true];
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut stopping = false;
+    while open[0] || open[1] {
+        let mut watch: Vec<BorrowedFd<'_>> = Vec::with_capacity(3);
+        let mut idx = Vec::with_capacity(2);
+        for (i, fd) in fds.iter().enumerate() {
+            if open[i] {
+                watch.push(fd.as_fd());
+                idx.push(i);
+            }
+        }
+        if !stopping {
+            watch.push(stop.as_fd());
+        }
+        let ready = match poll_readable(&watch, if stopping { Some(Duration::ZERO) } else { None })
+        {
+            Ok(r) => r,
+            Err(_) => break,
+        };
+        if !stopping && ready.last().copied().unwrap_or(false) {
+            stopping = true;
+        }
+        let ready: Vec<bool> = ready.iter().map(|r| *r || stopping).collect();
+        for (k, &i) in idx.iter().enumerate() {
+            if !ready[k] {
+                continue;
+            }
+            // Read what is there now; the fd is non-blocking.
+            loop {
+                // SAFETY: `buf` is valid for `buf.len()` writable bytes; the fd is open.
+                let n =
+                    unsafe { libc::read(fds[i].as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+                if n > 0 {
+                    let n = usize::try_from(n).unwrap_or(0);
+                    out[i].push(&buf[..n], cap);
+                    if n < buf.len() {
+                        break;
+                    }
+                    continue;
+                }
+                if n == 0 {
+                    open[i] = false;
+                    break;
+                }
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    open[i] = false;
+                }
+                break;
+            }
+        }
+        if stopping {
+            // One last drain pass after the stop request; a writer that never stops (a
+            // leftover daemon) cannot keep this loop alive.
+            break;
+        }
+    }
+    let [o, e] = out;
+    (o, e)
+}
+
+/// Writes exactly the given bytes to a pipe from a thread, then closes it (end of file).
+/// A reader that exits early is fine (EPIPE is ignored; SIGPIPE must be ignored, as Rust
+/// programs do by default).
+#[derive(Debug)]
+pub struct StdinFeeder {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl StdinFeeder {
+    pub fn spawn(write_end: OwnedFd, bytes: Vec<u8>) -> io::Result<Self> {
+        let thread = std::thread::Builder::new()
+            .name("corral-stdin".into())
+            .spawn(move || {
+                let mut f = std::fs::File::from(write_end);
+                let _ = f.write_all(&bytes);
+            })?;
+        Ok(Self {
+            thread: Some(thread),
+        })
+    }
+
+    /// Waits for the writer only if it already finished or finishes within `grace`;
+    /// otherwise leaves it (it ends with EPIPE once the pipe's readers are gone).
+    pub fn finish(mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        if let Some(t) = self.thread.take() {
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// A process to run with [`run_bounded_process`]. The environment is exactly `env`; nothing
+/// is inherited from the caller.
+#[derive(Debug, Clone)]
+pub struct BoundedCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub cwd: Option<PathBuf>,
+    /// Bytes for stdin, then end of file; `None` is `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    pub wall_timeout: Duration,
+    /// Bytes kept per stream.
+    pub max_output_bytes: u64,
+    /// How long the readers wait for end of file after the process exits.
+    pub drain_grace: Duration,
+}
+
+impl BoundedCommand {
+    #[must_use]
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+            stdin: None,
+            wall_timeout: Duration::from_secs(60),
+            max_output_bytes: 1 << 20,
+            drain_grace: Duration::from_millis(200),
+        }
+    }
+}
+
+/// How the process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessExit {
+    Exited(i32),
+    Signaled(i32),
+    /// The wall timeout fired; the process group was killed.
+    TimedOut,
+}
+
+/// The result of [`run_bounded_process`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundedOutcome {
+    pub exit: ProcessExit,
+    pub wall: Duration,
+    pub stdout: CapturedStream,
+    pub stderr: CapturedStream,
+}
+
+/// Opens a pidfd for `pid` (Linux 5.3+).
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Runs a process in a new session with a wall timeout and bounded capture. **Not a
+/// sandbox**: see the crate documentation.
+pub fn run_bounded_process(cmd: &BoundedCommand) -> io::Result<BoundedOutcome> {
+    let start = Instant::now();
+    let (out_r, out_w) = cloexec_pipe()?;
+    let (err_r, err_w) = cloexec_pipe()?;
+    let mut command = Command::new(&cmd.program);
+    command
+        .args(&cmd.args)
+        .env_clear()
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)));
+    if let Some(cwd) = &cmd.cwd {
+        command.current_dir(cwd);
+    }
+    command
+        .stdout(Stdio::from(out_w))
+        .stderr(Stdio::from(err_w));
+    let stdin_pipe = match &cmd.stdin {
+        None => {
+            command.stdin(Stdio::null());
+            None
+        }
+        Some(bytes) => {
+            let (r, w) = cloexec_pipe()?;
+            command.stdin(Stdio::from(r));
+            Some((w, bytes.clone()))
+        }
+    };
+    // SAFETY: the closure only calls setsid(2), which is async-signal-safe, between fork and
+    // exec; it touches no locks or allocations.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command.spawn()?;
+    drop(command);
+    let pid = libc::pid_t::try_from(child.id()).map_err(io::Error::other)?;
+    let feeder = match stdin_pipe {
+        Some((w, bytes)) => Some(StdinFeeder::spawn(w, bytes)?),
+        None => None,
+    };
+    let capture = OutputCapture::spawn(out_r, err_r, cmd.max_output_bytes)?;
+    let pidfd = pidfd_open(pid)?;
+    let deadline = start + cmd.wall_timeout;
+    let mut timed_out = false;
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            timed_out = true;
+            break;
+        }
+        if poll_readable(&[pidfd.as_fd()], Some(deadline - now))?[0] {
+            break;
+        }
+    }
+    // Process-group cleanup on every exit: the child is the group leader (setsid), so its
+    // pid is the group id. Best effort: members that left the group survive (not a sandbox).
+    // SAFETY: killpg only sends a signal; the group id is the child's own pid.
+    unsafe { libc::killpg(pid, libc::SIGKILL) };
+    let status = child.wait()?;
+    let wall = start.elapsed();
+    let (stdout, stderr) = capture.finish(cmd.drain_grace);
+    if let Some(f) = feeder {
+        f.finish(Duration::ZERO);
+    }
+    let exit = if timed_out {
+        ProcessExit::TimedOut
+    } else if let Some(code) = status.code() {
+        ProcessExit::Exited(code)
+    } else {
+        ProcessExit::Signaled(status.signal().unwrap_or(0))
+    };
+    Ok(BoundedOutcome {
+        exit,
+        wall,
+        stdout,
+        stderr,
+    })
+}
+
+/// Reads a whole small file (helper for callers reading procfs/cgroupfs values).
+pub fn read_small(path: &std::path::Path) -> io::Result<String> {
+    let mut s = String::new();
+    std::fs::File::open(path)?.read_to_string(&mut s)?;
+    Ok(s)
+}

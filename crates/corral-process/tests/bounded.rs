@@ -1,0 +1,118 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+use std::time::{Duration, Instant};
+
+use corral_process::{BoundedCommand, ProcessExit, run_bounded_process};
+
+fn sh(script: &str) -> BoundedCommand {
+    let mut c = BoundedCommand::new("/bin/sh");
+    c.args = vec!["-c".into(), script.into()];
+    c.env = vec![("PATH".into(), "/usr/bin:/bin".into())];
+    c.wall_timeout = Duration::from_secs(10);
+    c
+}
+
+#[test]
+fn exit_code_and_both_streams() {
+    let o = run_bounded_process(&sh("echo out; echo err >&2; exit 7")).unwrap();
+    assert_eq!(o.exit, ProcessExit::Exited(7));
+    assert_eq!(o.stdout.bytes, b"out\n");
+    assert_eq!(o.stderr.bytes, b"err\n");
+}
+
+#[test]
+fn both_pipes_full_do_not_deadlock_and_capture_is_bounded() {
+    let mut c = sh("head -c 8000000 /dev/zero >&2; head -c 8000000 /dev/zero; echo done >&2");
+    c.max_output_bytes = 1000;
+    let t = Instant::now();
+    let o = run_bounded_process(&c).unwrap();
+    assert_eq!(o.exit, ProcessExit::Exited(0));
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(o.stdout.bytes.len(), 1000);
+    assert_eq!(o.stdout.total_bytes, 8_000_000);
+    assert!(o.stdout.truncated && o.stderr.truncated);
+    assert_eq!(o.stderr.total_bytes, 8_000_005);
+}
+
+#[test]
+fn wall_timeout_kills_the_process_group() {
+    let mut c = sh("sleep 100 & sleep 100");
+    c.wall_timeout = Duration::from_millis(300);
+    let t = Instant::now();
+    let o = run_bounded_process(&c).unwrap();
+    assert_eq!(o.exit, ProcessExit::TimedOut);
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn background_child_holding_the_pipes_does_not_hang() {
+    // The background child leaves the process group, so group cleanup cannot reach it; the
+    // status still comes from wait and the readers stop after the grace period.
+    let c = sh("setsid sleep 3 & echo main-done; exit 0");
+    let t = Instant::now();
+    let o = run_bounded_process(&c).unwrap();
+    assert_eq!(o.exit, ProcessExit::Exited(0));
+    assert_eq!(o.stdout.bytes, b"main-done\n");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+}
+
+#[test]
+fn closed_stdio_status_comes_from_wait() {
+    let o = run_bounded_process(&sh("exec >&- 2>&-; sleep 0.3; exit 7")).unwrap();
+    assert_eq!(o.exit, ProcessExit::Exited(7));
+}
+
+#[test]
+fn stdin_bytes_then_eof_and_new_session() {
+    let mut c = sh("cat; ps -o sid= -p $$; ps -o pid= -p $$");
+    c.stdin = Some(b"hello\n".to_vec());
+    let o = run_bounded_process(&c).unwrap();
+    let out = String::from_utf8(o.stdout.bytes).unwrap();
+    let mut l = out.lines();
+    assert_eq!(l.next(), Some("hello"));
+    let sid = l.next().unwrap().trim().to_owned();
+    let pid = l.next().unwrap().trim().to_owned();
+    assert_eq!(sid, pid, "the child leads a new session");
+}
+
+#[test]
+fn group_cleanup_happens_on_normal_exit_too() {
+    let marker = format!("corral-proc-test-{}", std::process::id());
+    let o = run_bounded_process(&sh(&format!(
+        "sh -c 'exec -a {marker} sleep 30' >/dev/null 2>&1 & exit 0"
+    )))
+    .unwrap();
+    assert_eq!(o.exit, ProcessExit::Exited(0));
+    std::thread::sleep(Duration::from_millis(100));
+    let ps = std::process::Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
+    assert!(
+        ps.stdout.is_empty(),
+        "background member of the group survived"
+    );
+}
+
+#[test]
+fn it_is_not_a_sandbox() {
+    // The child sees the host: this process's /proc entry, the host's files and network.
+    let secret = std::env::temp_dir().join(format!("corral-not-a-sandbox-{}", std::process::id()));
+    std::fs::write(&secret, "HOST-SECRET").unwrap();
+    let o = run_bounded_process(&sh(&format!(
+        "cat {}; test -d /proc/{} && echo SEES-SUPERVISOR; id -u",
+        secret.display(),
+        std::process::id()
+    )))
+    .unwrap();
+    std::fs::remove_file(&secret).unwrap();
+    let out = String::from_utf8(o.stdout.bytes).unwrap();
+    assert!(
+        out.contains("HOST-SECRET") && out.contains("SEES-SUPERVISOR"),
+        "{out}"
+    );
+}

@@ -1,0 +1,370 @@
+//! One attempt through the whole path.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use corral_admission::{AdmittedRun, Rejected, admit};
+use corral_capture::{CaptureRequest, CaptureResult, UpperLayer};
+use corral_contract::manifest::{
+    DocumentRef, ExecutableRecord, ExecutionRecord, SandboxRecord, Termination,
+};
+use corral_contract::{
+    AgentPreset, Digest, ReasonCode, Rejection, SandboxCapabilities, TrustedConnections, WorkUnit,
+};
+use corral_manifest::{ArtifactStore, LogCapture, RunRecord, StoredManifest, normalize_and_store};
+use corral_sandbox::{
+    CancelToken, ExecuteOptions, LocalSandboxExecutor, SandboxError, SandboxOutcome,
+    execute_admitted_with, require_all_capabilities,
+};
+use sha2::{Digest as _, Sha256};
+
+use crate::base::{BaseCache, BaseError};
+
+/// Exit codes of CONTRACT.md.
+pub mod exit {
+    pub const CAPTURED: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const REJECTED: u8 = 2;
+    pub const CAPABILITY_MISSING: u8 = 3;
+}
+
+/// What one `corral run` needs.
+#[derive(Debug)]
+pub struct RunInputs<'a> {
+    pub work_unit: &'a WorkUnit,
+    pub preset: &'a AgentPreset,
+    pub connections: Option<&'a TrustedConnections>,
+    /// The explicit caller-supplied environment (`--env`), never the process environment.
+    pub env: &'a BTreeMap<String, String>,
+    /// The canonical repository; never modified.
+    pub repo: &'a Path,
+    /// The artifact store root (outside the repository and any workspace).
+    pub artifacts: &'a Path,
+    /// corral's cache (base checkouts).
+    pub cache: &'a Path,
+}
+
+/// Why a run ended before anything was recorded (exit 2): nothing changed on disk.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("admission rejected")]
+    Rejected(Vec<Rejection>),
+    #[error("{0}")]
+    BadInput(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl RunError {
+    #[must_use]
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunError::Rejected(_) | RunError::BadInput(_) => exit::REJECTED,
+            RunError::Internal(_) => exit::FAILED,
+        }
+    }
+}
+
+/// The result of a run that passed admission: a manifest was written.
+#[derive(Debug)]
+pub struct RunReport {
+    pub exit_code: u8,
+    pub manifest: StoredManifest,
+    /// The patch, when a candidate was captured.
+    pub patch: Option<Vec<u8>>,
+    pub base_reused: bool,
+}
+
+/// sha256 of the executable's bytes, read from the host before the run.
+fn executable_digest(path: &Path) -> Result<Digest, RunError> {
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| RunError::BadInput(format!("preset executable {}: {e}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf).map_err(|e| {
+            RunError::BadInput(format!("preset executable {}: {e}", path.display()))
+        })?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(Digest::from_raw(hasher.finalize().into()))
+}
+
+fn not_started(
+    capabilities: SandboxCapabilities,
+    backend: &str,
+    run: &AdmittedRun,
+) -> (SandboxRecord, ExecutionRecord) {
+    (
+        SandboxRecord {
+            backend: backend.to_owned(),
+            capabilities,
+            policy_digest: run.policy().digest(),
+        },
+        ExecutionRecord {
+            termination: Termination::NotStarted,
+            exit_code: None,
+            signal: None,
+            wall_ms: 0,
+            cpu_ms: 0,
+            peak_memory_bytes: 0,
+        },
+    )
+}
+
+/// Runs one attempt. Errors are returned only before anything was recorded; every run past
+/// admission (and past the input checks) gets a manifest, whatever happens.
+pub fn run_attempt(
+    inputs: &RunInputs<'_>,
+    executor: &dyn LocalSandboxExecutor,
+    cancel: &CancelToken,
+) -> Result<RunReport, RunError> {
+    let run = admit(
+        inputs.work_unit,
+        inputs.preset,
+        inputs.connections,
+        inputs.env,
+    )
+    .map_err(|Rejected(r)| RunError::Rejected(r))?;
+    let repo = inputs
+        .repo
+        .canonicalize()
+        .map_err(|e| RunError::BadInput(format!("--repo {}: {e}", inputs.repo.display())))?;
+    let artifacts = std::path::absolute(inputs.artifacts).map_err(|e| {
+        RunError::BadInput(format!("--artifacts {}: {e}", inputs.artifacts.display()))
+    })?;
+    let store = ArtifactStore::open(&artifacts, &[&repo]).map_err(|e| {
+        RunError::BadInput(format!("--artifacts {}: {e}", inputs.artifacts.display()))
+    })?;
+    let inputs = &RunInputs {
+        repo: &repo,
+        artifacts: &artifacts,
+        ..*inputs
+    };
+    let exe_path = PathBuf::from(&run.exec().executable);
+    let exe_digest = executable_digest(&exe_path)?;
+    let cache = BaseCache::open(inputs.cache).map_err(|e| RunError::Internal(e.to_string()))?;
+    let base = cache
+        .checkout(inputs.repo, run.base_sha())
+        .map_err(|e| match e {
+            BaseError::BadInput(m) => RunError::BadInput(m),
+            BaseError::Internal(m) => RunError::Internal(m),
+        })?;
+
+    let documents = (
+        DocumentRef {
+            id: run.work_unit_id().to_owned(),
+            digest: run.work_unit_digest().clone(),
+        },
+        DocumentRef {
+            id: run.preset_id().to_owned(),
+            digest: run.preset_digest().clone(),
+        },
+    );
+    let executable = ExecutableRecord {
+        path: run.exec().executable.clone(),
+        digest: exe_digest.clone(),
+    };
+    let record_without_run = |sandbox: SandboxRecord,
+                              execution: ExecutionRecord,
+                              rejections: Vec<Rejection>,
+                              code: u8| {
+        let record = RunRecord {
+            work_unit: documents.0.clone(),
+            preset: documents.1.clone(),
+            base_sha: run.base_sha().to_owned(),
+            sandbox,
+            execution,
+            executable: executable.clone(),
+            stdout: LogCapture {
+                kept: &[],
+                total_bytes: 0,
+                truncated: false,
+            },
+            stderr: LogCapture {
+                kept: &[],
+                total_bytes: 0,
+                truncated: false,
+            },
+            capture: None,
+            extra_rejections: rejections,
+            egress: Vec::new(),
+        };
+        let manifest = normalize_and_store(&record, &store)
+            .map_err(|e| RunError::Internal(format!("writing the manifest: {e}")))?;
+        Ok(RunReport {
+            exit_code: code,
+            manifest,
+            patch: None,
+            base_reused: !base.created,
+        })
+    };
+
+    // Provider-version drift: a pinned executable that hashes differently never starts.
+    let capabilities = executor.capabilities();
+    if let Some(pin) = &run.exec().executable_sha256
+        && *pin != exe_digest
+    {
+        let (s, e) = not_started(capabilities, executor.backend(), &run);
+        let r = Rejection::new(
+            ReasonCode::ExecutableDigestMismatch,
+            None,
+            format!(
+                "{} hashes to {exe_digest}, the preset pins {pin}",
+                exe_path.display()
+            ),
+        );
+        return record_without_run(s, e, vec![r], exit::FAILED);
+    }
+    // The capability gate, before anything starts (exit 3).
+    if let Err(gate) = require_all_capabilities(&capabilities) {
+        let rejections = gate
+            .missing
+            .iter()
+            .map(|(cap, why)| {
+                Rejection::new(ReasonCode::CapabilityMissing, None, format!("{cap}: {why}"))
+            })
+            .collect();
+        let (s, e) = not_started(capabilities, executor.backend(), &run);
+        return record_without_run(s, e, rejections, exit::CAPABILITY_MISSING);
+    }
+
+    // Allowlist runs reach the network only through corral's egress proxy.
+    let gateway = crate::egress::ProxyGateway;
+    let options = ExecuteOptions {
+        egress: Some(&gateway),
+    };
+    let outcome = match execute_admitted_with(executor, &run, &base.dir, cancel, &options) {
+        Ok(o) => o,
+        Err(err) => {
+            let (code, exit_code) = match &err {
+                SandboxError::CapabilitiesMissing(_) | SandboxError::Unsupported(_) => {
+                    (ReasonCode::CapabilityMissing, exit::CAPABILITY_MISSING)
+                }
+                _ => (ReasonCode::SandboxFailed, exit::FAILED),
+            };
+            let (s, e) = not_started(capabilities, executor.backend(), &run);
+            return record_without_run(
+                s,
+                e,
+                vec![Rejection::new(code, None, err.to_string())],
+                exit_code,
+            );
+        }
+    };
+    finish(
+        &run,
+        inputs,
+        &store,
+        outcome,
+        documents,
+        executable,
+        !base.created,
+    )
+}
+
+fn finish(
+    run: &AdmittedRun,
+    inputs: &RunInputs<'_>,
+    store: &ArtifactStore,
+    outcome: SandboxOutcome,
+    documents: (DocumentRef, DocumentRef),
+    executable: ExecutableRecord,
+    base_reused: bool,
+) -> Result<RunReport, RunError> {
+    let execution = ExecutionRecord {
+        termination: outcome.termination,
+        exit_code: outcome.exit_code,
+        signal: outcome.signal,
+        wall_ms: outcome.wall_ms,
+        cpu_ms: outcome.cpu_ms,
+        peak_memory_bytes: outcome.peak_memory_bytes,
+    };
+    let worker_ok = execution.termination == Termination::Exited && execution.exit_code == Some(0);
+    let mut extra = Vec::new();
+    // Capture runs after the worker's whole tree is gone (the backend returned), by corral.
+    let capture: Option<CaptureResult> = match (&outcome.workspace, worker_ok) {
+        (Some(layer), true) => {
+            let upper = UpperLayer::open(&layer.upper_path())
+                .map_err(|e| RunError::Internal(format!("opening the upper layer: {e}")))?;
+            let req = CaptureRequest::new(
+                inputs.repo,
+                run.base_sha(),
+                &upper,
+                run.policy().writable_paths(),
+                run.policy().forbidden_paths(),
+                run.limits().max_patch_bytes.get(),
+            );
+            match corral_capture::capture(&req) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    extra.push(Rejection::new(
+                        ReasonCode::CaptureFailed,
+                        None,
+                        e.to_string(),
+                    ));
+                    None
+                }
+            }
+        }
+        (None, true) => {
+            extra.push(Rejection::new(
+                ReasonCode::CaptureFailed,
+                None,
+                "the backend returned no workspace layer",
+            ));
+            None
+        }
+        _ => None,
+    };
+    let record = RunRecord {
+        work_unit: documents.0,
+        preset: documents.1,
+        base_sha: run.base_sha().to_owned(),
+        sandbox: SandboxRecord {
+            backend: outcome.backend.clone(),
+            capabilities: outcome.capabilities.clone(),
+            policy_digest: run.policy().digest(),
+        },
+        execution,
+        executable,
+        stdout: LogCapture {
+            kept: &outcome.stdout.bytes,
+            total_bytes: outcome.stdout.total_bytes,
+            truncated: outcome.stdout.truncated,
+        },
+        stderr: LogCapture {
+            kept: &outcome.stderr.bytes,
+            total_bytes: outcome.stderr.total_bytes,
+            truncated: outcome.stderr.truncated,
+        },
+        capture: capture.as_ref(),
+        extra_rejections: extra,
+        egress: outcome.egress.clone(),
+    };
+    let manifest = normalize_and_store(&record, store)
+        .map_err(|e| RunError::Internal(format!("writing the manifest: {e}")))?;
+    // The workspace layer (a detached tmpfs) is freed here, after capture.
+    drop(outcome);
+    let captured =
+        manifest.manifest.outcome == corral_contract::manifest::Outcome::CandidateCaptured;
+    let patch = if captured {
+        capture.and_then(|c| c.patch)
+    } else {
+        None
+    };
+    Ok(RunReport {
+        exit_code: if captured {
+            exit::CAPTURED
+        } else {
+            exit::FAILED
+        },
+        manifest,
+        patch,
+        base_reused,
+    })
+}

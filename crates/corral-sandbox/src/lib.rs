@@ -1,0 +1,396 @@
+//! The sandbox boundary: the [`LocalSandboxExecutor`] trait, the capability gate, and the
+//! outcome of one sandboxed attempt.
+//!
+//! Architecture Invariant: the only public way to run a worker is [`execute_admitted`],
+//! which takes an [`AdmittedRun`] (only `corral_admission::admit` builds one) and passes the
+//! capability gate ([`require_all_capabilities`]) before any process starts. A backend's
+//! [`LocalSandboxExecutor::execute`] receives an [`AttestedRequest`], which has no public
+//! constructor: nothing un-admitted or un-attested can reach it.
+//!
+//! This crate depends on `corral-contract`, `corral-admission` and `corral-process` only.
+//! It has no platform code; backends (e.g. `corral-linux`) implement the trait.
+#![forbid(unsafe_code)]
+
+use std::fmt;
+use std::io;
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use corral_admission::AdmittedRun;
+pub use corral_contract::manifest::EgressRecord;
+use corral_contract::manifest::Termination;
+use corral_contract::{
+    Capability, Destination, ExecSpec, Limits, SandboxCapabilities, SandboxPolicy,
+};
+pub use corral_process::CapturedStream;
+
+mod raw;
+pub use raw::RawProcessExecutor;
+
+/// A cancellation handle: clone it, give a clone to another thread, call [`cancel`].
+/// Backends poll [`wait_fd`] (readable once cancelled) alongside the worker.
+///
+/// [`cancel`]: CancelToken::cancel
+/// [`wait_fd`]: CancelToken::wait_fd
+#[derive(Debug, Clone)]
+pub struct CancelToken {
+    inner: Arc<CancelInner>,
+}
+
+#[derive(Debug)]
+struct CancelInner {
+    cancelled: AtomicBool,
+    tx: UnixStream,
+    rx: UnixStream,
+}
+
+impl CancelToken {
+    /// A new, not yet cancelled token.
+    pub fn new() -> std::io::Result<Self> {
+        let (tx, rx) = UnixStream::pair()?;
+        rx.set_nonblocking(true)?;
+        Ok(Self {
+            inner: Arc::new(CancelInner {
+                cancelled: AtomicBool::new(false),
+                tx,
+                rx,
+            }),
+        })
+    }
+
+    /// Requests cancellation; idempotent, callable from any thread.
+    pub fn cancel(&self) {
+        if !self.inner.cancelled.swap(true, Ordering::SeqCst) {
+            let _ = (&self.inner.tx).write_all(b"c");
+        }
+    }
+
+    #[must_use]
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// A descriptor that becomes readable once [`CancelToken::cancel`] was called.
+    #[must_use]
+    pub fn wait_fd(&self) -> BorrowedFd<'_> {
+        self.inner.rx.as_fd()
+    }
+}
+
+/// The egress proxy as the sandbox sees it (ADR-0030): something outside the sandbox's
+/// authority that serves a listening socket the backend created *inside* the sandbox's
+/// network namespace, admitting exactly the admitted allowlist.
+///
+/// Backends call [`EgressGateway::serve`] once per attempt in `allowlist` mode, before the
+/// worker starts, and [`EgressSession::finish`] on every ending. The implementation (for
+/// example an adapter over `corral_egress::start`) lives with the caller, so this crate and
+/// the backends do not depend on the proxy.
+pub trait EgressGateway: Send + Sync {
+    /// Starts serving `listener` (already bound and listening; it lives in the sandbox's
+    /// network namespace, the proxy's upstream connections come from the caller's) for at
+    /// most `wall`.
+    fn serve(
+        &self,
+        listener: TcpListener,
+        allowlist: &[Destination],
+        wall: Duration,
+    ) -> io::Result<Box<dyn EgressSession>>;
+}
+
+/// One attempt's proxy session, ended by the backend after the sandbox is gone.
+pub trait EgressSession: Send {
+    /// Stops serving, closes every relay, and returns what was asked for and relayed.
+    fn finish(self: Box<Self>) -> Vec<EgressRecord>;
+}
+
+/// Optional parts of a run (all off by default).
+#[derive(Default, Clone, Copy)]
+pub struct ExecuteOptions<'a> {
+    /// The egress proxy for `allowlist` policies. Without it, a backend refuses an
+    /// `allowlist` policy (fail closed).
+    pub egress: Option<&'a dyn EgressGateway>,
+}
+
+impl fmt::Debug for ExecuteOptions<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecuteOptions")
+            .field("egress", &self.egress.map(|_| "EgressGateway"))
+            .finish()
+    }
+}
+
+/// A request that passed the capability gate. Only [`execute_admitted`] builds one.
+pub struct AttestedRequest<'a> {
+    run: &'a AdmittedRun,
+    workspace: &'a Path,
+    capabilities: SandboxCapabilities,
+    egress: Option<&'a dyn EgressGateway>,
+}
+
+impl fmt::Debug for AttestedRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AttestedRequest")
+            .field("run", &self.run)
+            .field("workspace", &self.workspace)
+            .field("capabilities", &self.capabilities)
+            .field("egress", &self.egress.map(|_| "EgressGateway"))
+            .finish()
+    }
+}
+
+impl AttestedRequest<'_> {
+    /// The egress gateway for `allowlist` mode, when the caller supplied one.
+    #[must_use]
+    pub fn egress(&self) -> Option<&dyn EgressGateway> {
+        self.egress
+    }
+    /// The admitted run (policy, exec spec, limits, ids and digests).
+    #[must_use]
+    pub fn run(&self) -> &AdmittedRun {
+        self.run
+    }
+    /// The immutable policy the backend must enforce.
+    #[must_use]
+    pub fn policy(&self) -> &SandboxPolicy {
+        self.run.policy()
+    }
+    /// What to execute, with the explicit environment and stdin.
+    #[must_use]
+    pub fn exec(&self) -> &ExecSpec {
+        self.run.exec()
+    }
+    #[must_use]
+    pub fn limits(&self) -> &Limits {
+        self.run.limits()
+    }
+    /// The host directory holding the base checkout; the backend exposes it read-only
+    /// and keeps the worker's changes elsewhere (see [`WorkspaceLayer`]).
+    #[must_use]
+    pub fn workspace(&self) -> &Path {
+        self.workspace
+    }
+    /// The capabilities the gate saw (all nine enforced).
+    #[must_use]
+    pub fn capabilities(&self) -> &SandboxCapabilities {
+        &self.capabilities
+    }
+}
+
+/// The capability gate refused: each missing capability with the backend's evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapabilityGateError {
+    pub missing: Vec<(Capability, String)>,
+}
+
+impl fmt::Display for CapabilityGateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sandbox capability missing:")?;
+        for (i, (cap, why)) in self.missing.iter().enumerate() {
+            let sep = if i == 0 { " " } else { "; " };
+            write!(f, "{sep}{cap} ({why})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CapabilityGateError {}
+
+/// The gate: every one of the nine capabilities must be enforced; otherwise a hard error
+/// naming each missing one.
+pub fn require_all_capabilities(caps: &SandboxCapabilities) -> Result<(), CapabilityGateError> {
+    let missing: Vec<(Capability, String)> = caps
+        .missing()
+        .into_iter()
+        .map(|c| (c, caps.get(c).evidence.clone()))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(CapabilityGateError { missing })
+    }
+}
+
+/// Why an attempt did not produce an outcome. Every variant means the worker never ran
+/// (`not_started` in the manifest).
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(transparent)]
+    CapabilitiesMissing(#[from] CapabilityGateError),
+    /// The policy asks for something this backend cannot enforce (fail closed).
+    #[error("policy not supported by this backend: {0}")]
+    Unsupported(String),
+    /// The request is malformed (bad workspace, executable, path).
+    #[error("invalid sandbox request: {0}")]
+    InvalidRequest(String),
+    /// Setting up the sandbox failed before the worker's first instruction.
+    #[error("sandbox setup failed: {0}")]
+    Setup(String),
+    #[error("sandbox I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The worker's writable layer, handed back after the sandbox is gone. The backend keeps the
+/// file system that holds it alive through `dir` (an owned directory descriptor, e.g. on a
+/// detached mount that was never attached to the host's mount table): nothing is left on the
+/// host, and dropping this value frees it.
+///
+/// `upper` is an overlayfs upper directory relative to `dir`: new and modified files appear
+/// as themselves, deletions as whiteouts (character devices 0:0), replaced directories carry
+/// the `trusted.overlay.opaque` xattr. `lower` is the read-only base checkout it sits on.
+#[derive(Debug)]
+pub struct WorkspaceLayer {
+    dir: OwnedFd,
+    upper: PathBuf,
+    lower: PathBuf,
+}
+
+impl WorkspaceLayer {
+    /// For backends.
+    #[must_use]
+    pub fn new(dir: OwnedFd, upper: PathBuf, lower: PathBuf) -> Self {
+        Self { dir, upper, lower }
+    }
+    /// The directory the upper layer is relative to.
+    #[must_use]
+    pub fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+    /// The upper directory, relative to [`WorkspaceLayer::dir_fd`].
+    #[must_use]
+    pub fn upper_relative(&self) -> &Path {
+        &self.upper
+    }
+    /// A path to the upper directory usable with `std::fs` by this process while `self`
+    /// lives (`/proc/self/fd/<dir>/<upper>`).
+    #[must_use]
+    pub fn upper_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd())).join(&self.upper)
+    }
+    /// The read-only base checkout on the host.
+    #[must_use]
+    pub fn lower_path(&self) -> &Path {
+        &self.lower
+    }
+}
+
+/// The outcome of one attempt that started.
+#[derive(Debug)]
+pub struct SandboxOutcome {
+    pub backend: String,
+    /// The capabilities (with evidence) this attempt ran under.
+    pub capabilities: SandboxCapabilities,
+    pub termination: Termination,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub wall_ms: u64,
+    pub cpu_ms: u64,
+    pub peak_memory_bytes: u64,
+    pub stdout: CapturedStream,
+    pub stderr: CapturedStream,
+    /// The worker's changes, readable after the sandbox is gone.
+    pub workspace: Option<WorkspaceLayer>,
+    /// Backend notes about this attempt (what was enforced, limits applied), for the manifest
+    /// or logs.
+    pub notes: Vec<String>,
+    /// What the worker asked the egress proxy for (allowlist mode; empty otherwise).
+    pub egress: Vec<EgressRecord>,
+}
+
+/// A platform backend that runs one worker under all nine capabilities.
+pub trait LocalSandboxExecutor: Send + Sync {
+    /// Backend name recorded in the manifest (`sandbox.backend`).
+    fn backend(&self) -> &str;
+
+    /// What this backend enforces on this host, from a probe (never from a flag).
+    fn capabilities(&self) -> SandboxCapabilities;
+
+    /// Runs one attested request. Only reachable through [`execute_admitted`].
+    fn execute(
+        &self,
+        request: &AttestedRequest<'_>,
+        cancel: &CancelToken,
+    ) -> Result<SandboxOutcome, SandboxError>;
+}
+
+/// The public way to run a worker: an admitted run, through the capability gate.
+pub fn execute_admitted(
+    executor: &dyn LocalSandboxExecutor,
+    run: &AdmittedRun,
+    workspace: &Path,
+    cancel: &CancelToken,
+) -> Result<SandboxOutcome, SandboxError> {
+    execute_admitted_with(executor, run, workspace, cancel, &ExecuteOptions::default())
+}
+
+/// [`execute_admitted`] with options (the egress gateway for `allowlist` policies).
+pub fn execute_admitted_with(
+    executor: &dyn LocalSandboxExecutor,
+    run: &AdmittedRun,
+    workspace: &Path,
+    cancel: &CancelToken,
+    options: &ExecuteOptions<'_>,
+) -> Result<SandboxOutcome, SandboxError> {
+    let capabilities = executor.capabilities();
+    require_all_capabilities(&capabilities)?;
+    let request = AttestedRequest {
+        run,
+        workspace,
+        capabilities,
+        egress: options.egress,
+    };
+    executor.execute(&request, cancel)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_contract::CapabilityEvidence;
+
+    #[test]
+    fn gate_names_each_missing_capability() {
+        let mut caps = SandboxCapabilities::none("not probed");
+        caps.cpu_limit = CapabilityEvidence {
+            enforced: true,
+            evidence: "x".into(),
+        };
+        let err = require_all_capabilities(&caps).unwrap_err();
+        assert_eq!(err.missing.len(), 8);
+        let text = err.to_string();
+        for cap in Capability::ALL {
+            if cap != Capability::CpuLimit {
+                assert!(text.contains(cap.name()), "{text}");
+            }
+        }
+        assert!(!text.contains("cpu_limit"));
+    }
+
+    #[test]
+    fn gate_passes_when_all_nine_hold() {
+        let mut caps = SandboxCapabilities::none("");
+        for cap in Capability::ALL {
+            *caps.get_mut(cap) = CapabilityEvidence {
+                enforced: true,
+                evidence: "probed".into(),
+            };
+        }
+        assert!(require_all_capabilities(&caps).is_ok());
+    }
+
+    #[test]
+    fn cancel_token_is_shared() {
+        let t = CancelToken::new().unwrap();
+        let t2 = t.clone();
+        assert!(!t.is_cancelled());
+        std::thread::spawn(move || t2.cancel()).join().unwrap();
+        assert!(t.is_cancelled());
+        let ready =
+            corral_process::poll_readable(&[t.wait_fd()], Some(std::time::Duration::ZERO)).unwrap();
+        assert!(ready[0]);
+    }
+}
