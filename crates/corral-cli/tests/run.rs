@@ -467,3 +467,101 @@ fn cancellation_kills_everything_and_records_cancelled() {
         "sleepers survived"
     );
 }
+
+fn cgroup_dirs(prefix: &str) -> Vec<String> {
+    let out = Command::new("find")
+        .args([
+            "/sys/fs/cgroup",
+            "-maxdepth",
+            "6",
+            "-type",
+            "d",
+            "-name",
+            &format!("{prefix}*"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// PROC-04 (b): `kill -9` of the supervisor takes every sandbox process with it within 2 s
+/// (init has PR_SET_PDEATHSIG), and the next corral removes the empty groups the dead
+/// supervisor could not.
+#[test]
+fn supervisor_killed_takes_the_sandbox_with_it_and_its_groups_are_collected() {
+    let f = fixture("kill9");
+    let wu_path = f.dir.join("wu.json");
+    let pr_path = f.dir.join("preset.json");
+    std::fs::write(&wu_path, work_unit(&f, 60, 30, 128 << 20).to_string()).unwrap();
+    std::fs::write(
+        &pr_path,
+        shell_preset("sleep 1001 & sleep 1001 & wait").to_string(),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .args([
+            "run",
+            "--work-unit",
+            wu_path.to_str().unwrap(),
+            "--preset",
+            pr_path.to_str().unwrap(),
+            "--repo",
+            f.repo.to_str().unwrap(),
+            "--artifacts",
+            f.dir.join("artifacts").to_str().unwrap(),
+            "--json",
+        ])
+        .env_clear()
+        .env("HOME", f.dir.join("home"))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until the sandbox runs (positive control: the sleepers exist).
+    let alive = || {
+        !String::from_utf8_lossy(
+            &Command::new("pgrep")
+                .args(["-f", "sleep 1001"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .trim()
+        .is_empty()
+    };
+    let t = std::time::Instant::now();
+    while !alive() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "the sandbox never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let t = std::time::Instant::now();
+    while alive() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "sandbox processes outlived the supervisor"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let groups = cgroup_dirs(&format!("corral-{pid}-"));
+    assert!(
+        !groups.is_empty(),
+        "expected the dead supervisor's groups to be left for collection"
+    );
+    let probe = corral(&f, &["probe"]);
+    assert_eq!(probe.status.code(), Some(0));
+    assert!(
+        cgroup_dirs(&format!("corral-{pid}-")).is_empty(),
+        "stale groups were not collected"
+    );
+}

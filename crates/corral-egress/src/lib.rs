@@ -176,6 +176,12 @@ pub fn start(
 }
 
 impl ProxyHandle {
+    /// Connections being served right now.
+    #[must_use]
+    pub fn active_connections(&self) -> usize {
+        self.shared.active.load(Ordering::SeqCst)
+    }
+
     /// Stops accepting, closes every relay, and returns the egress record.
     pub fn shutdown(mut self) -> Vec<EgressRecord> {
         self.stop();

@@ -123,6 +123,18 @@ impl Resolve for FakeDns {
     }
 }
 
+/// Polls `cond` for up to 20 s (no fixed sleeps: the machine may be loaded).
+fn wait_for(cond: impl Fn() -> bool) {
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < until,
+            "condition not reached in 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn sh(args: &[&str]) {
     let st = Command::new("ip")
         .args(args)
@@ -529,16 +541,19 @@ fn net12_protocol_abuse() {
         );
         assert_eq!(lab.status(&big), 431);
         // (f) More parallel connections than the limit: the excess gets 503, the proxy stays up.
+        // Wait until earlier connections are gone, then hold exactly the limit open.
+        let handle = lab.handle.as_ref().unwrap();
+        wait_for(|| handle.active_connections() == 0);
         let idle: Vec<TcpStream> = (0..8)
             .map(|_| TcpStream::connect(lab.proxy).unwrap())
             .collect();
-        std::thread::sleep(Duration::from_millis(200));
+        wait_for(|| handle.active_connections() == 8);
         assert_eq!(
             lab.status("CONNECT allowed.test:8080 HTTP/1.1\r\n\r\n"),
             503
         );
         drop(idle);
-        std::thread::sleep(Duration::from_millis(3500));
+        wait_for(|| handle.active_connections() == 0);
         assert_eq!(lab.tunnel_get("allowed.test:8080").0, 200);
         assert_eq!(lab.hits("198.18.0.11:8080"), 0);
     });

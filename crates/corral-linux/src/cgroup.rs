@@ -177,26 +177,31 @@ impl Hierarchy {
         }
     }
 
-    /// Creates `corral-<name>` with the limits. The returned guard removes it on drop.
-    pub fn create(&self, name: &str, limits: &CgroupLimits) -> io::Result<RunCgroup> {
-        let dirname = format!("corral-{name}");
-        let mut cg = match self {
+    /// The (not yet created) group `dirname` in this hierarchy.
+    fn group(&self, dirname: &str) -> RunCgroup {
+        match self {
             Hierarchy::V2 { parent } => RunCgroup::V2(V2Group {
-                dir: parent.join(&dirname),
+                dir: parent.join(dirname),
                 removed: false,
             }),
             Hierarchy::V1 { parents } => RunCgroup::V1(V1Group {
                 dirs: parents
                     .iter()
-                    .map(|(c, p)| (c.clone(), p.join(&dirname)))
+                    .map(|(c, p)| (c.clone(), p.join(dirname)))
                     .collect(),
                 removed: false,
             }),
-        };
+        }
+    }
+
+    /// Creates `corral-<name>` with the limits. The returned guard removes it on drop.
+    pub fn create(&self, name: &str, limits: &CgroupLimits) -> io::Result<RunCgroup> {
+        let dirname = format!("corral-{name}");
+        let mut cg = self.group(&dirname);
         match &mut cg {
             RunCgroup::V2(g) => {
                 if let Hierarchy::V2 { parent } = self {
-                    ensure_subtree_control(parent)?;
+                    enable_controllers(parent)?;
                 }
                 fs::create_dir(&g.dir)?;
                 g.apply(limits)?;
@@ -209,6 +214,80 @@ impl Hierarchy {
             }
         }
         Ok(cg)
+    }
+
+    /// Removes `corral-*` groups whose owning corral process no longer exists: a supervisor
+    /// killed with SIGKILL cannot clean up after itself (its sandbox dies with it through
+    /// `PR_SET_PDEATHSIG`; the empty groups stay). Only names corral creates are considered,
+    /// and only when their owner's pid is gone; any task still inside is killed first.
+    /// Returns the names removed.
+    pub fn collect_stale(&self) -> Vec<String> {
+        let parents: Vec<&Path> = match self {
+            Hierarchy::V2 { parent } => vec![parent.as_path()],
+            Hierarchy::V1 { parents } => parents.iter().map(|(_, p)| p.as_path()).collect(),
+        };
+        let mut names = std::collections::BTreeSet::new();
+        for parent in parents {
+            let Ok(entries) = fs::read_dir(parent) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = stale_owner(&name)
+                    && !Path::new(&format!("/proc/{pid}")).exists()
+                {
+                    names.insert(name);
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for name in names {
+            let mut g = self.group(&name);
+            if let RunCgroup::V1(v1) = &mut g {
+                // A controller hierarchy may lack this group (partially created): skip those.
+                v1.dirs.retain(|(_, d)| d.is_dir());
+            }
+            if g.destroy().is_ok() {
+                removed.push(name);
+            }
+        }
+        removed
+    }
+}
+
+/// The pid in a group name corral creates: `corral-<pid>-<n>`, `corral-probe-<pid>-<n>`,
+/// `corral-supervisor-<pid>`; `None` for any other name.
+#[must_use]
+pub fn stale_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("corral-")?;
+    let rest = rest
+        .strip_prefix("probe-")
+        .or_else(|| rest.strip_prefix("supervisor-"))
+        .unwrap_or(rest);
+    let pid = rest.split('-').next()?;
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Enables the controllers corral needs in `parent`'s `cgroup.subtree_control`. On cgroup v2 a
+/// group with processes of its own cannot delegate controllers ("no internal processes"), which
+/// is the usual case for a CLI in a login session's scope: then corral first moves itself into a
+/// leaf `corral-supervisor-<pid>` beneath its own cgroup (the systemd delegation pattern) and
+/// tries again. The leaf is removed by [`Hierarchy::collect_stale`] once corral has exited.
+fn enable_controllers(parent: &Path) -> io::Result<()> {
+    match ensure_subtree_control(parent) {
+        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+            let leaf = parent.join(format!("corral-supervisor-{}", std::process::id()));
+            match fs::create_dir(&leaf) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                _ => {}
+            }
+            write_file(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
+            ensure_subtree_control(parent)
+        }
+        other => other,
     }
 }
 
@@ -553,6 +632,24 @@ impl CgroupOps for V1Group {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stale_owner_only_for_corral_names() {
+        use super::stale_owner;
+        assert_eq!(stale_owner("corral-123-4"), Some(123));
+        assert_eq!(stale_owner("corral-probe-77-100"), Some(77));
+        assert_eq!(stale_owner("corral-supervisor-9"), Some(9));
+        for other in [
+            "corral-t1",
+            "corral-",
+            "user.slice",
+            "corral-x-1",
+            "corralx-1-2",
+            "corral-cgtest-a-1",
+        ] {
+            assert_eq!(stale_owner(other), None, "{other}");
+        }
+    }
+
     use super::*;
 
     fn tmpdir(tag: &str) -> PathBuf {

@@ -77,6 +77,10 @@ impl LinuxSandboxExecutor {
 
     #[must_use]
     pub fn with_config(config: LinuxConfig) -> Self {
+        // Groups left by a corral that was killed before it could clean up.
+        if let Ok(h) = cgroup::Hierarchy::detect_host() {
+            let _ = h.collect_stale();
+        }
         let report = probe::probe(&config);
         Self::with_probe(config, report)
     }

@@ -229,7 +229,7 @@ fn in_lab(f: impl FnOnce(&Lab) + Send + 'static) {
 /// A `/bin/sh` script in allowlist mode with the attack helper bound read-only as `$A`.
 fn case(script: &str, allowlist: &[&str]) -> Case {
     let mut c = Case::sh(&format!("A={}\n{script}", attack_bin()));
-    c.read_only_paths = vec![attack_bin().to_owned()];
+    c.use_attack_as_shell();
     c.network = "allowlist";
     c.allowlist = allowlist.iter().map(|s| (*s).to_owned()).collect();
     c

@@ -69,7 +69,7 @@ fn timeout_kills_term_ignoring_stopped_and_forking_tasks() {
         "trap '' TERM INT HUP; (trap '' TERM; while :; do sleep 1000 & sleep 0.1; done) & sh -c 'kill -STOP $$' & {} daemon {m}; while :; do :; done",
         attack_bin()
     ));
-    c.read_only_paths = vec![attack_bin().into()];
+    c.use_attack_as_shell();
     c.budget.wall = 2;
     let t = Instant::now();
     let o = c.run(&ws);

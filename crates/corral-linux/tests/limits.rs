@@ -54,7 +54,8 @@ fn cpu_burn_ends_with_cpu_limit() {
         o.notes
     );
     assert!(o.cpu_ms >= 900, "{}", o.cpu_ms);
-    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    // Ended by the CPU ceiling, well before the wall budget would have.
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
     assert_gone(&o);
     // Positive control: a short job under the same limit exits normally.
     let mut c = Case::sh("i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; echo done");

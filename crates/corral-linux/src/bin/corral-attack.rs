@@ -554,6 +554,17 @@ fn burn(threads: usize) -> i32 {
     0
 }
 
+/// `sh SCRIPT`: replaces this process with `/bin/sh -c SCRIPT`. Tests run scripts this way so
+/// the helper is the sandbox's executable and therefore visible inside at its own path.
+fn run_shell(script: &str) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let err = std::process::Command::new("/bin/sh")
+        .args(["-c", script])
+        .exec();
+    println!("exec /bin/sh: {err}");
+    127
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let a = |i: usize| args.get(i).map_or("", String::as_str);
@@ -573,6 +584,7 @@ fn main() {
         "balloon" => balloon(a(2).parse().unwrap_or(64)),
         "forkbomb" => forkbomb(),
         "burn" => burn(a(2).parse().unwrap_or(2)),
+        "sh" => run_shell(a(2)),
         other => {
             println!("unknown command {other:?}");
             2

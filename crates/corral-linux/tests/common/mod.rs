@@ -97,8 +97,17 @@ impl Case {
         let mut c = Self::sh("");
         c.executable = bin.clone();
         c.args = args.iter().map(|s| (*s).to_owned()).collect();
-        c.read_only_paths = vec![bin];
         c
+    }
+
+    /// Runs this case's script through the attack helper (`corral-attack sh SCRIPT` execs
+    /// `/bin/sh`), so the helper is the executable and the sandbox shows it at its own path,
+    /// wherever the build lives (no `read_only_paths`, which admission keeps out of `/tmp`,
+    /// `/root` and `/home`).
+    pub fn use_attack_as_shell(&mut self) {
+        let script = self.args.get(1).cloned().unwrap_or_default();
+        self.executable = attack_bin().to_owned();
+        self.args = vec!["sh".into(), script];
     }
 
     pub fn admitted(&self) -> AdmittedRun {
