@@ -157,6 +157,8 @@ pub struct Plan {
     pub disk_attach: CString,
     pub new_root: CString,
     pub trees: Vec<TreeMount>,
+    /// Trees mounted after `binds` (an executable inside the private /tmp or HOME).
+    pub late_trees: Vec<TreeMount>,
     /// Classic bind mounts `(source, target)` of the disk's subdirectories.
     pub binds: Vec<(CString, CString)>,
     pub proc_target: CString,
@@ -424,6 +426,10 @@ pub unsafe fn init_main(p: &Plan) -> ! {
         }
         for (src, dst) in &p.binds {
             check!(p, Stage::BindDisk, bind(src, dst, 0));
+        }
+        for t in &p.late_trees {
+            check!(p, Stage::MoveTree, move_mount_to(t.fd, &t.target));
+            libc::close(t.fd);
         }
         check!(
             p,

@@ -562,6 +562,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         mk(sk.file(&rel, b"", 0o666), &rel)?;
         add_tree(&format!("/dev/{n}"), &rel, false, &dev_attr)?;
     }
+    let mut late: Vec<String> = Vec::new();
     for p in input
         .exec
         .read_only_paths
@@ -577,13 +578,45 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         }
         let m = fs::metadata(p)
             .map_err(|e| SandboxError::InvalidRequest(format!("read_only_path {p}: {e}")))?;
-        if m.is_dir() {
-            mk(sk.dir(p, 0o755), p)?;
-        } else {
-            mk(sk.file(p, b"", 0o644), p)?;
+        // An executable under /tmp or HOME would be hidden by the sandbox's private /tmp and
+        // HOME, which are mounted after these trees: its mount point is made inside that
+        // private directory instead and mounted last (`late_trees`).
+        let private = [(SANDBOX_TMP, "tmp"), (SANDBOX_HOME, "home")]
+            .into_iter()
+            .find_map(|(dir, disk_dir)| {
+                p.strip_prefix(&format!("{dir}/"))
+                    .map(|rest| (disk_dir, rest))
+            });
+        if ["/workspace", "/proc", "/dev"]
+            .iter()
+            .any(|t| p == *t || p.starts_with(&format!("{t}/")))
+        {
+            return Err(SandboxError::InvalidRequest(format!(
+                "{p} lies under a path the sandbox mounts over, so the worker could not see it"
+            )));
         }
+        let mountpoint = match private {
+            Some((disk_dir, rest)) => {
+                late.push(p.to_owned());
+                Skeleton {
+                    base: base.join(disk_dir),
+                }
+                .file(rest, b"", 0o644)
+            }
+            None if m.is_dir() => sk.dir(p, 0o755),
+            None => sk.file(p, b"", 0o644),
+        };
+        mk(mountpoint, p)?;
         add_tree(p, p, true, &ro_attr)?;
     }
+
+    let late_targets: Vec<CString> = late
+        .iter()
+        .map(|p| cstring(&format!("{NEW_ROOT}/{}", p.trim_start_matches('/'))))
+        .collect::<Result<_, _>>()?;
+    let (late_trees, mut trees): (Vec<TreeMount>, Vec<TreeMount>) = trees
+        .into_iter()
+        .partition(|t| late_targets.contains(&t.target));
 
     // The workspace: idmapped read-only lower, upper and work on the disk.
     let owner = (ws_meta.uid(), ws_meta.gid());
@@ -779,7 +812,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         stderr_w.as_raw_fd(),
         disk.as_raw_fd(),
     ];
-    keep_fds.extend(trees.iter().map(|t| t.fd));
+    keep_fds.extend(trees.iter().chain(&late_trees).map(|t| t.fd));
     keep_fds.sort_unstable();
     keep_fds.dedup();
     let plan = Plan {
@@ -796,6 +829,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         disk_attach: cstring(ATTACH)?,
         new_root: cstring(NEW_ROOT)?,
         trees,
+        late_trees,
         binds: vec![
             (
                 cstring(&format!("{ATTACH}/tmp"))?,
