@@ -420,18 +420,13 @@ fn provider_version_drift_refused_before_start() {
     assert_eq!(m["executable"]["digest"], format!("sha256:{hex}"));
 }
 
-#[test]
-fn cancellation_kills_everything_and_records_cancelled() {
-    let f = fixture("cancel");
+/// Starts `corral run --json` in the background with `script` as the agent.
+fn spawn_run(f: &Fixture, script: &str) -> std::process::Child {
     let wu_path = f.dir.join("wu.json");
     let pr_path = f.dir.join("preset.json");
-    std::fs::write(&wu_path, work_unit(&f, 60, 30, 128 << 20).to_string()).unwrap();
-    std::fs::write(
-        &pr_path,
-        shell_preset("sleep 1000 & sleep 1000 & wait").to_string(),
-    )
-    .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_corral"))
+    std::fs::write(&wu_path, work_unit(f, 60, 30, 128 << 20).to_string()).unwrap();
+    std::fs::write(&pr_path, shell_preset(script).to_string()).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_corral"))
         .args([
             "run",
             "--work-unit",
@@ -448,8 +443,30 @@ fn cancellation_kills_everything_and_records_cancelled() {
         .env("HOME", f.dir.join("home"))
         .stdout(Stdio::piped())
         .spawn()
+        .unwrap()
+}
+
+/// Whether a process whose command line contains `pattern` exists.
+fn running(pattern: &str) -> bool {
+    let out = Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
+
+#[test]
+fn cancellation_kills_everything_and_records_cancelled() {
+    let f = fixture("cancel");
+    let child = spawn_run(&f, "sleep 1000 & sleep 1000 & wait");
+    let t = std::time::Instant::now();
+    while !running("sleep 1000") {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "the sandbox never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -458,14 +475,7 @@ fn cancellation_kills_everything_and_records_cancelled() {
     assert_eq!(out.status.code(), Some(1));
     let m: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(m["execution"]["termination"], "cancelled");
-    let ps = Command::new("pgrep")
-        .args(["-f", "sleep 1000"])
-        .output()
-        .unwrap();
-    assert!(
-        String::from_utf8_lossy(&ps.stdout).trim().is_empty(),
-        "sleepers survived"
-    );
+    assert!(!running("sleep 1000"), "sleepers survived");
 }
 
 fn cgroup_dirs(prefix: &str) -> Vec<String> {
@@ -493,47 +503,11 @@ fn cgroup_dirs(prefix: &str) -> Vec<String> {
 #[test]
 fn supervisor_killed_takes_the_sandbox_with_it_and_its_groups_are_collected() {
     let f = fixture("kill9");
-    let wu_path = f.dir.join("wu.json");
-    let pr_path = f.dir.join("preset.json");
-    std::fs::write(&wu_path, work_unit(&f, 60, 30, 128 << 20).to_string()).unwrap();
-    std::fs::write(
-        &pr_path,
-        shell_preset("sleep 1001 & sleep 1001 & wait").to_string(),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_corral"))
-        .args([
-            "run",
-            "--work-unit",
-            wu_path.to_str().unwrap(),
-            "--preset",
-            pr_path.to_str().unwrap(),
-            "--repo",
-            f.repo.to_str().unwrap(),
-            "--artifacts",
-            f.dir.join("artifacts").to_str().unwrap(),
-            "--json",
-        ])
-        .env_clear()
-        .env("HOME", f.dir.join("home"))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&f, "sleep 1001 & sleep 1001 & wait");
     let pid = child.id();
-    // Wait until the sandbox runs (positive control: the sleepers exist).
-    let alive = || {
-        !String::from_utf8_lossy(
-            &Command::new("pgrep")
-                .args(["-f", "sleep 1001"])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .trim()
-        .is_empty()
-    };
+    // Positive control: the sleepers exist before the supervisor dies.
     let t = std::time::Instant::now();
-    while !alive() {
+    while !running("sleep 1001") {
         assert!(
             t.elapsed() < std::time::Duration::from_secs(20),
             "the sandbox never started"
@@ -546,7 +520,7 @@ fn supervisor_killed_takes_the_sandbox_with_it_and_its_groups_are_collected() {
         .unwrap();
     child.wait().unwrap();
     let t = std::time::Instant::now();
-    while alive() {
+    while running("sleep 1001") {
         assert!(
             t.elapsed() < std::time::Duration::from_secs(2),
             "sandbox processes outlived the supervisor"
