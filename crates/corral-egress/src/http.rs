@@ -75,7 +75,14 @@ pub fn read_head(stream: &mut impl Read) -> Result<(RequestHead, Vec<u8>), HeadE
         }
         match stream.read(&mut chunk) {
             Ok(0) => return Err(bad("incomplete_request")),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                // An HTTP request starts with a method token; anything else (a SOCKS greeting,
+                // TLS sent to the plain port) is refused at once instead of waiting for a head.
+                if !buf[0].is_ascii_uppercase() {
+                    return Err(bad("not_http"));
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return Err(bad("incomplete_request")),
         }
@@ -181,6 +188,23 @@ mod tests {
         );
         assert_eq!(h.header("HOST"), Some("a.test:443"));
         assert_eq!(rest, b"HELLO");
+    }
+
+    #[test]
+    fn refuses_non_http_at_once() {
+        // SOCKS5 greeting, SOCKS5 BIND / UDP ASSOCIATE, SOCKS4, a TLS ClientHello.
+        for raw in [
+            &b"\x05\x01\x00"[..],
+            b"\x05\x02\x00\x03",
+            b"\x05\x03\x00\x01",
+            b"\x04\x01\x00\x50",
+            b"\x16\x03\x01\x00",
+        ] {
+            assert_eq!(
+                read_head(&mut &raw[..]).map(|_| ()).unwrap_err().reason,
+                "not_http"
+            );
+        }
     }
 
     #[test]

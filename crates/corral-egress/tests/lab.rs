@@ -534,6 +534,19 @@ fn net12_protocol_abuse() {
             ),
             403
         );
+        // (d) SOCKS5 BIND and UDP ASSOCIATE (and any SOCKS greeting) are refused at once:
+        // corral serves no SOCKS front, so no relay of any kind opens.
+        for greeting in [
+            &b"\x05\x01\x02"[..],
+            b"\x05\x02\x00\x03",
+            b"\x05\x03\x00\x01",
+        ] {
+            let resp = lab.raw(greeting);
+            assert!(
+                resp.starts_with("HTTP/1.1 400") && resp.contains("not_http"),
+                "{resp}"
+            );
+        }
         // (f) A 1 MiB header is refused without harm.
         let big = format!(
             "GET http://allowed.test:8080/ HTTP/1.1\r\nHost: allowed.test:8080\r\nX: {}\r\n\r\n",

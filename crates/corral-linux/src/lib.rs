@@ -45,7 +45,6 @@ pub use usage::{LiveUsage, live_usage};
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicU64;
 
 use corral_contract::SandboxCapabilities;
 use corral_sandbox::{
@@ -65,7 +64,6 @@ pub struct LinuxSandboxExecutor {
     config: LinuxConfig,
     report: ProbeReport,
     idmaps: Mutex<HashMap<(u32, u32), OwnedFd>>,
-    counter: AtomicU64,
 }
 
 impl LinuxSandboxExecutor {
@@ -92,7 +90,6 @@ impl LinuxSandboxExecutor {
             config,
             report,
             idmaps: Mutex::new(HashMap::new()),
-            counter: AtomicU64::new(0),
         }
     }
 

@@ -7,7 +7,6 @@ use std::fs;
 use std::io;
 use std::num::NonZeroU64;
 use std::os::fd::{AsFd, AsRawFd};
-use std::path::PathBuf;
 use std::time::Instant;
 
 use corral_contract::manifest::Termination;
@@ -244,11 +243,7 @@ fn probe_cgroup(o: &mut Observations) -> Option<Hierarchy> {
         cpu_quota_us: 50_000,
         cpu_period_us: 100_000,
     };
-    let name = format!(
-        "probe-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    );
+    let name = format!("probe-{}-{}", std::process::id(), next_probe_id());
     let mut g = match h.create(&name, &limits) {
         Ok(g) => g,
         Err(e) => {
@@ -587,7 +582,12 @@ fn probe_sandbox(
     let Some(truth) = find_true() else {
         return Err("no /usr/bin/true to run".into());
     };
-    let dir = std::env::temp_dir().join(format!("corral-probe-ws-{}", std::process::id()));
+    // Unique per probe: several executors may probe at once in one process.
+    let dir = std::env::temp_dir().join(format!(
+        "corral-probe-ws-{}-{}",
+        std::process::id(),
+        next_probe_id()
+    ));
     if let Err(e) = fs::create_dir_all(&dir) {
         return Err(format!("temporary workspace: {e}"));
     }
@@ -669,8 +669,8 @@ pub fn probe(config: &LinuxConfig) -> ProbeReport {
     ProbeReport::from_observations(o, hierarchy)
 }
 
-/// The path of the probe's temporary workspace (removed after the probe run).
-#[must_use]
-pub fn probe_workspace() -> PathBuf {
-    std::env::temp_dir().join(format!("corral-probe-ws-{}", std::process::id()))
+/// A number unique within this process, for the names of probe groups and workspaces.
+fn next_probe_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }

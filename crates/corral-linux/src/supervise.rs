@@ -9,7 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use corral_contract::manifest::Termination;
@@ -933,7 +933,10 @@ pub(crate) fn run(
         .as_ref()
         .ok_or_else(|| SandboxError::Setup("no usable cgroup hierarchy".into()))?;
     let start = Instant::now();
-    let n = exe.counter.fetch_add(1, Ordering::Relaxed);
+    // Process-wide, not per executor: several executors may run at once in one process and
+    // their groups must not collide.
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let n = RUNS.fetch_add(1, Ordering::Relaxed);
     let run_id = format!("{}-{n}", std::process::id());
     let limits = input.limits;
     let cg_limits = CgroupLimits {
