@@ -171,17 +171,18 @@ fn print_report(report: &RunReport, json: bool) {
         return;
     }
     let m = &report.manifest.manifest;
+    let outcome = serde_json::to_value(m.outcome)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
     for r in &m.rejections {
+        let path = r
+            .path
+            .as_deref()
+            .map(|p| format!("{}: ", escape(p)))
+            .unwrap_or_default();
         eprintln!(
-            "corral: {}{}: {} [{}]",
-            r.path
-                .as_deref()
-                .map(|p| format!("{}: ", escape(p)))
-                .unwrap_or_default(),
-            serde_json::to_value(m.outcome)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default(),
+            "corral: {outcome}: {path}{} [{}]",
             escape(&r.detail),
             r.code
         );

@@ -223,3 +223,15 @@ mod tests {
         }
     }
 }
+
+impl schemars::JsonSchema for Destination {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Destination".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A canonical host:port destination."
+        })
+    }
+}

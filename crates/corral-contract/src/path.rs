@@ -320,3 +320,27 @@ mod tests {
         }
     }
 }
+
+impl schemars::JsonSchema for PathPattern {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PathPattern".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A repository path or fnmatchcase pattern (RepoPath rules; one trailing / allowed)."
+        })
+    }
+}
+
+impl schemars::JsonSchema for RepoPath {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RepoPath".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A repository-relative Git-style path: no backslash, no leading /, no control character, no empty, . or .. component."
+        })
+    }
+}

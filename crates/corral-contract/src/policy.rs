@@ -1,12 +1,13 @@
 //! The immutable per-attempt SandboxPolicy.
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use crate::destination::Destination;
 use crate::path::PathPattern;
 
 /// Network mode the backend must enforce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkMode {
     /// No route anywhere; the sandbox's own loopback only.
@@ -17,7 +18,10 @@ pub enum NetworkMode {
 
 /// What one attempt may do, passed with every execution. Fields are private and there are no
 /// setters: a policy is built once by admission and never changed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Deserializing re-validates every entry (`PathPattern`, `Destination`); a policy read back
+/// from JSON is still only data: executing anything requires an `AdmittedRun`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SandboxPolicy {
     network_mode: NetworkMode,
     network_allowlist: Vec<Destination>,

@@ -501,7 +501,9 @@ impl CgroupOps for V2Group {
             return Ok(());
         }
         if self.dir.exists() {
-            let _ = self.kill_all();
+            if self.populated().unwrap_or(true) {
+                let _ = self.kill_all();
+            }
             wait_empty(self)?;
             rmdir_retry(&self.dir)?;
         }
@@ -609,7 +611,9 @@ impl CgroupOps for V1Group {
             return Ok(());
         }
         if self.dirs.iter().any(|(_, d)| d.exists()) {
-            let _ = self.kill_all();
+            if self.populated().unwrap_or(true) {
+                let _ = self.kill_all();
+            }
             wait_empty(self)?;
             // Remove every controller directory even if one fails; report the first error.
             let mut first = None;

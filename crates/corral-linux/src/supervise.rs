@@ -1050,10 +1050,15 @@ pub(crate) fn run(
         }
         tick = (tick * 2).min(exe.config.cpu_check_interval);
     }
-    // Whatever the ending: kill the cgroup and init (and with it the PID namespace).
-    let _ = cg.kill_all();
+    // Whatever the ending: kill init, and with it the whole PID namespace (the kernel kills
+    // and reaps every task in it before init is reaped); then kill the whole cgroup too if
+    // anything is still in it. Skipping the v1 freeze-kill-thaw for an empty group keeps a
+    // normal ending cheap.
     init.kill();
     let init_status = init.reap();
+    if cg.populated().unwrap_or(true) {
+        let _ = cg.kill_all();
+    }
     let wall = start.elapsed();
     // The sandbox is gone: nothing can use the proxy any more.
     let egress_records = session.finish();
