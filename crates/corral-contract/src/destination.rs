@@ -175,6 +175,18 @@ impl<'de> Deserialize<'de> for Destination {
     }
 }
 
+impl schemars::JsonSchema for Destination {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Destination".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A canonical host:port destination."
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,17 +233,5 @@ mod tests {
         ] {
             assert!(Destination::parse(bad).is_err(), "{bad:?} accepted");
         }
-    }
-}
-
-impl schemars::JsonSchema for Destination {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Destination".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "description": "A canonical host:port destination."
-        })
     }
 }

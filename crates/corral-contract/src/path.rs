@@ -245,6 +245,30 @@ impl<'de> Deserialize<'de> for PathPattern {
     }
 }
 
+impl schemars::JsonSchema for PathPattern {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PathPattern".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A repository path or fnmatchcase pattern (RepoPath rules; one trailing / allowed)."
+        })
+    }
+}
+
+impl schemars::JsonSchema for RepoPath {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RepoPath".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A repository-relative Git-style path: no backslash, no leading /, no control character, no empty, . or .. component."
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,29 +342,5 @@ mod tests {
         for name in [".github", "git", ".gitignore", "src", ".gitmodules"] {
             assert!(!is_git_lookalike(name), "{name:?}");
         }
-    }
-}
-
-impl schemars::JsonSchema for PathPattern {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "PathPattern".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "description": "A repository path or fnmatchcase pattern (RepoPath rules; one trailing / allowed)."
-        })
-    }
-}
-
-impl schemars::JsonSchema for RepoPath {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "RepoPath".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "description": "A repository-relative Git-style path: no backslash, no leading /, no control character, no empty, . or .. component."
-        })
     }
 }
