@@ -509,6 +509,14 @@ fn net05_pathname_unix_socket_is_not_reachable() {
         use std::os::unix::fs::PermissionsExt as _;
         let path = format!("/tmp/corral-sbx-{}.sock", std::process::id());
         let _ = std::fs::remove_file(&path);
+        // Removed however the test ends (a failed assertion included).
+        struct Remove<'a>(&'a str);
+        impl Drop for Remove<'_> {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(self.0);
+            }
+        }
+        let _cleanup = Remove(&path);
         let l = UnixListener::bind(&path).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
         let host = Command::new(attack_bin())
@@ -532,7 +540,6 @@ fn net05_pathname_unix_socket_is_not_reachable() {
         assert!(lines(&out, "SOCKET").is_empty(), "{out}");
         assert_eq!(accepted(&l), 0);
         drop(l);
-        std::fs::remove_file(&path).unwrap();
     });
 }
 
