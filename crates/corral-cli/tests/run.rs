@@ -539,3 +539,41 @@ fn supervisor_killed_takes_the_sandbox_with_it_and_its_groups_are_collected() {
         "stale groups were not collected"
     );
 }
+
+/// A forbidden directory inside the writable scope that the base tree does not have is still
+/// never writable: the sandbox creates it empty and read-only (an empty directory is no change).
+#[test]
+fn missing_forbidden_directory_is_not_writable() {
+    let f = fixture("forbid");
+    let script = "mkdir -p src/secret 2>/dev/null; (echo x > src/secret/f) 2>/dev/null && echo WROTE; echo ok > src/ok.txt";
+    let mut wu = work_unit(&f, 30, 10, 128 << 20);
+    wu["constraints"]["forbidden_paths"] = json!(["src/secret/"]);
+    let (code, m, err) = run(&f, &wu, &shell_preset(script), &[]);
+    assert_eq!(code, 0, "{err}");
+    let changed: Vec<&str> = m["candidate"]["changed_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["src/ok.txt"]);
+    assert_eq!(
+        m["logs"]["stdout"]["bytes"], 0,
+        "the write into the forbidden directory succeeded"
+    );
+    // Positive control: without the forbidden entry the same write lands and is captured.
+    let (code, m, err) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset(script),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let changed: Vec<&str> = m["candidate"]["changed_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(changed, ["src/ok.txt", "src/secret/f"]);
+}

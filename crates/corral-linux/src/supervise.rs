@@ -347,21 +347,36 @@ pub(crate) fn plan_workspace(
         if !covered(&rel) {
             continue;
         }
-        // Only existing, symlink-free paths can be bound; the exact pattern is enforced
-        // again at capture.
+        // Existing, symlink-free paths are bound read-only. A directory entry (`secret/`)
+        // missing from the base is created empty in the upper layer and bound read-only, so
+        // nothing can be written below it either (an empty directory is no change to capture).
+        // Anything else is enforced by the exact pattern at capture.
         let comps: Vec<&str> = rel.split('/').collect();
-        let mut ok = true;
+        let mut state = Some(true);
         for i in 1..=comps.len() {
             match lower_kind(lower, &comps[..i].join("/")).map_err(|e| setup_err("workspace", e))? {
-                Some(m) if !m.file_type().is_symlink() => {}
-                _ => {
-                    ok = false;
+                Some(m) if m.file_type().is_symlink() => {
+                    state = None;
+                    break;
+                }
+                Some(m) if i < comps.len() && !m.is_dir() => {
+                    state = None;
+                    break;
+                }
+                Some(_) => {}
+                None => {
+                    state = Some(false);
                     break;
                 }
             }
         }
-        if ok {
-            ro.push(rel);
+        match state {
+            Some(true) => ro.push(rel),
+            Some(false) if f.as_str().ends_with('/') => {
+                plan.create.push(rel.clone());
+                ro.push(rel);
+            }
+            _ => {}
         }
     }
     plan.read_only = ro;
