@@ -11,6 +11,8 @@ command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 command -v node >/dev/null || need_apt+=(nodejs npm)
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v ip >/dev/null || need_apt+=(iproute2)
+command -v pgrep >/dev/null || need_apt+=(procps)
+command -v mount >/dev/null || need_apt+=(mount)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
