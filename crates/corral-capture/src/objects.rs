@@ -381,6 +381,13 @@ impl PackWriter {
         Ok(())
     }
 
+    /// Accounts for an entry just written at `start` (`n` bytes).
+    fn record(&mut self, oid: Oid, crc: u32, start: u64, n: u64) {
+        self.offset += n;
+        self.entries.push((oid, crc, start));
+        self.seen.insert(oid);
+    }
+
     /// Writes an object held in memory; returns its id.
     pub fn write(&mut self, kind: &str, content: &[u8]) -> io::Result<Oid> {
         let oid =
@@ -408,9 +415,7 @@ impl PackWriter {
         })();
         match result {
             Ok((crc, n)) => {
-                self.offset += n;
-                self.entries.push((oid, crc, start));
-                self.seen.insert(oid);
+                self.record(oid, crc, start, n);
                 Ok(oid)
             }
             Err(e) => {
@@ -469,9 +474,7 @@ impl PackWriter {
                 if self.seen.contains(&oid) {
                     self.rollback(start)?;
                 } else {
-                    self.offset += n;
-                    self.entries.push((oid, crc, start));
-                    self.seen.insert(oid);
+                    self.record(oid, crc, start, n);
                 }
                 Ok(oid)
             }

@@ -577,3 +577,74 @@ fn missing_forbidden_directory_is_not_writable() {
         .collect();
     assert_eq!(changed, ["src/ok.txt", "src/secret/f"]);
 }
+
+/// The worker's own `.git`: git works inside (clean status at the base, its own change shown),
+/// and nothing in it points back at the canonical repository.
+#[test]
+fn worker_git_is_self_contained_and_clean() {
+    let f = fixture("wgit");
+    let script = "echo more >> src/app.py; git status --porcelain > src/status.txt 2>&1; \
+                  git log --format=%H -1 > src/head.txt 2>&1; \
+                  ls .git/objects/info/alternates > src/alt.txt 2>&1; cat .git/config >> src/alt.txt";
+    let (code, m, err) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset(script),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let digest = m["candidate"]["patch"]["digest"]
+        .as_str()
+        .unwrap()
+        .strip_prefix("sha256:")
+        .unwrap()
+        .to_owned();
+    let patch = std::fs::read_to_string(f.dir.join("artifacts/sha256").join(digest)).unwrap();
+    let added = |file: &str| -> Vec<String> {
+        let start = patch
+            .find(&format!("+++ b/src/{file}"))
+            .unwrap_or_else(|| panic!("no {file} in {patch}"));
+        patch[start..]
+            .lines()
+            .skip(2)
+            .take_while(|l| !l.starts_with("diff --git"))
+            .filter_map(|l| l.strip_prefix('+'))
+            .map(str::to_owned)
+            .collect()
+    };
+    // Only the worker's own edits: the checkout is clean against HEAD.
+    assert_eq!(added("status.txt"), [" M src/app.py", "?? src/status.txt"]);
+    assert_eq!(added("head.txt"), std::slice::from_ref(&f.base));
+    let alt = added("alt.txt").join("\n");
+    assert!(alt.contains("No such file"), "{alt}");
+    assert!(
+        !alt.contains(f.repo.to_str().unwrap()),
+        "the worker's .git names the canonical repository: {alt}"
+    );
+}
+
+/// README's first command: `corral demo` runs the whole path and captures a candidate.
+#[test]
+fn demo_captures_a_candidate() {
+    let f = fixture("demo");
+    let out = corral(&f, &["demo"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("outcome     candidate_captured"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("+    return list(range(start, end + 1))"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("changed     Added tests/test_range.py"),
+        "{stdout}"
+    );
+}

@@ -164,3 +164,27 @@ fn rejected_admission_records_nothing() {
         "a rejected admission wrote to the artifact store"
     );
 }
+
+/// The base cache never trusts a checkout whose stamp does not match the commit's tree: it
+/// rebuilds it; a matching stamp is reused.
+#[test]
+fn base_cache_rebuilds_on_a_bad_stamp() {
+    let (dir, repo, sha) = setup("cache");
+    let cache = corral_runner::BaseCache::open(&dir.0.join("cache")).unwrap();
+    let first = cache.checkout(&repo, &sha).unwrap();
+    assert!(first.created);
+    assert_eq!(
+        std::fs::read_to_string(first.dir.join("src/a.txt")).unwrap(),
+        "a\n"
+    );
+    let again = cache.checkout(&repo, &sha).unwrap();
+    assert!(!again.created, "a verified checkout is reused");
+    std::fs::write(first.dir.join(".git/.corral-complete"), "0000\n").unwrap();
+    std::fs::write(first.dir.join("src/a.txt"), "tampered\n").unwrap();
+    let rebuilt = cache.checkout(&repo, &sha).unwrap();
+    assert!(rebuilt.created, "a checkout with a wrong stamp was trusted");
+    assert_eq!(
+        std::fs::read_to_string(rebuilt.dir.join("src/a.txt")).unwrap(),
+        "a\n"
+    );
+}
