@@ -1,4 +1,5 @@
-//! `cargo xtask fixtures`: the fnmatch agreement corpus.
+//! `cargo xtask fixtures`: the fnmatch agreement corpus, and the adversarial fixtures
+//! (`adversarial::fixtures`).
 //!
 //! Patterns and names are generated here deterministically (a fixed-seed xorshift, plus a
 //! hand-written list of nasty cases); python3's `fnmatch.fnmatchcase` decides every expected
@@ -218,6 +219,9 @@ json.dump([fnmatch.fnmatchcase(n, p) for p, n in pairs], sys.stdout)
 "#;
 
 pub fn run(root: &Path, check: bool) -> Result<()> {
+    if !crate::adversarial::fixtures::generate(root, check)? {
+        bail!("tests/adversarial is out of date; run `cargo xtask fixtures`");
+    }
     let pairs = pairs();
     let input = serde_json::to_vec(&pairs)?;
     let mut child = Command::new("python3")

@@ -4,8 +4,10 @@
 //! - `schemas [--check]`: writes `schemas/*.schema.json`, or fails with a diff when they drift.
 //! - `fixtures [--check]`: regenerates the fnmatch corpus from python3's `fnmatchcase`.
 //! - `ci`: the whole test sequence README.md names.
+//! - `adversarial`: the host qualification suite (every corpus case through `corral run`).
 #![forbid(unsafe_code)]
 
+mod adversarial;
 mod ci;
 mod fixtures;
 mod layers;
@@ -24,7 +26,11 @@ fn main() -> Result<()> {
         Some("schemas") => schemas::run(&root, check),
         Some("fixtures") => fixtures::run(&root, check),
         Some("ci") => ci::run(&root),
-        _ => bail!("usage: cargo xtask <layers | schemas [--check] | fixtures [--check] | ci>"),
+        Some("adversarial") => adversarial::run(&root, &args[1..]),
+        _ => bail!(
+            "usage: cargo xtask <layers | schemas [--check] | fixtures [--check] | ci | \
+             adversarial [--list] [--filter IDS] [--json F] [--sarif F] [--corral BIN] [--verbose]>"
+        ),
     }
 }
 

@@ -118,7 +118,13 @@ pub fn run(args: &RunArgs) -> u8 {
         }
     };
     cancel_on_signals(&cancel);
-    let executor = LinuxSandboxExecutor::new();
+    let executor = match executor() {
+        Ok(e) => e,
+        Err(line) => {
+            eprintln!("corral: {line}");
+            return exit::REJECTED;
+        }
+    };
     let run_inputs = RunInputs {
         work_unit: &inputs.work_unit,
         preset: &inputs.preset,
@@ -240,8 +246,44 @@ pub struct ProbeArgs {
     pub json: bool,
 }
 
+/// The environment variable that withdraws capabilities from the probe's report.
+pub const WITHDRAW_ENV: &str = "CORRAL_WITHDRAW_CAPABILITY";
+
+/// The Linux executor with this host's probe, minus any capability named in
+/// `CORRAL_WITHDRAW_CAPABILITY` (comma-separated). The host qualification suite uses it to
+/// show that every capability, when missing, refuses the run before the worker starts
+/// (ADR-0060). It can only take capabilities away, never attest one, so it cannot weaken a
+/// run; an unknown name is bad input (exit 2), never ignored.
+fn executor() -> Result<LinuxSandboxExecutor, String> {
+    let Some(list) = std::env::var_os(WITHDRAW_ENV) else {
+        return Ok(LinuxSandboxExecutor::new());
+    };
+    let list = list.to_string_lossy().into_owned();
+    if let Ok(h) = corral_linux::cgroup::Hierarchy::detect_host() {
+        let _ = h.collect_stale();
+    }
+    let config = corral_linux::LinuxConfig::default();
+    let mut report = corral_linux::probe::probe(&config);
+    for name in list.split(',').filter(|n| !n.is_empty()) {
+        let cap = corral_contract::Capability::ALL
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| {
+                format!("{WITHDRAW_ENV}: {name:?} is not one of the nine capabilities")
+            })?;
+        report = report.without(cap, &format!("withdrawn by {WITHDRAW_ENV}"));
+    }
+    Ok(LinuxSandboxExecutor::with_probe(config, report))
+}
+
 pub fn probe(args: &ProbeArgs) -> u8 {
-    let executor = LinuxSandboxExecutor::new();
+    let executor = match executor() {
+        Ok(e) => e,
+        Err(line) => {
+            eprintln!("corral: {line}");
+            return exit::REJECTED;
+        }
+    };
     let caps = executor.capabilities();
     let missing = caps.missing();
     if args.json {

@@ -1,0 +1,1006 @@
+//! The black-box harness: runs an attack through the real `corral run`, runs its positive
+//! control, and observes the host (listeners, canaries, markers, processes, cgroups, mounts,
+//! hashes). Everything it creates lives under one scratch folder, one nonce per case, and is
+//! removed when the case ends.
+
+// The harness API is shared by every case module; not every case uses every part.
+#![allow(dead_code, reason = "the harness API is shared by every case module")]
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+/// Where the committed fixtures live, relative to the workspace root.
+pub const FIXTURES: &str = "tests/adversarial";
+
+/// Suite-wide state: the `corral` binary under test and the scratch folder.
+pub struct Harness {
+    pub root: PathBuf,
+    pub corral: PathBuf,
+    pub scratch: PathBuf,
+    /// Copies of the attack scripts (the committed fixtures), readable by the sandbox user.
+    pub attacks: PathBuf,
+    pub verbose: bool,
+}
+
+impl Harness {
+    pub fn new(root: &Path, corral: PathBuf, verbose: bool) -> Result<Self> {
+        let scratch = PathBuf::from(format!("/tmp/corral-adv-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&scratch);
+        std::fs::create_dir_all(&scratch)?;
+        set_mode(&scratch, 0o755)?;
+        let attacks = scratch.join("attacks");
+        std::fs::create_dir_all(&attacks)?;
+        for e in std::fs::read_dir(root.join(FIXTURES).join("attacks"))? {
+            let e = e?;
+            let to = attacks.join(e.file_name());
+            std::fs::copy(e.path(), &to)?;
+            set_mode(&to, 0o755)?;
+        }
+        for d in ["home", "cache", "data"] {
+            std::fs::create_dir_all(scratch.join(d))?;
+        }
+        Ok(Self {
+            root: root.to_path_buf(),
+            corral,
+            scratch,
+            attacks,
+            verbose,
+        })
+    }
+
+    pub fn fixture(&self, rel: &str) -> PathBuf {
+        self.root.join(FIXTURES).join(rel)
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        remove_tree(&self.scratch);
+    }
+}
+
+/// Removes a tree even when corral made its artifacts read-only.
+pub fn remove_tree(p: &Path) {
+    if p.exists() {
+        let _ = Command::new("chmod").arg("-R").arg("u+w").arg(p).status();
+        let _ = std::fs::remove_dir_all(p);
+    }
+}
+
+pub fn set_mode(p: &Path, mode: u32) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("chmod {}", p.display()))
+}
+
+/// A random lowercase hex nonce (`{N}` in the corpus).
+pub fn nonce() -> String {
+    let mut b = [0u8; 5];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        let _ = f.read_exact(&mut b);
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The AgentPreset that runs one attack: the committed fixture `presets/<id>.json`. The
+/// harness fills `{ATTACKS}` (its copy of the scripts), the argv placeholders, and the
+/// network policy and env allowlist the run's WorkUnit needs.
+pub fn preset_template(id: &str, script: &str) -> Value {
+    json!({
+        "schema_version": "corral.agent-preset/v1",
+        "id": format!("adv-{}", id.to_lowercase()),
+        "executable": format!("{{ATTACKS}}/{script}"),
+        "argv": ["{N}"],
+        "prompt_transport": { "kind": "stdin" },
+        "model_connection": null,
+        "env_allowlist": ["LANG"],
+        "network_policy": "disabled",
+        "read_only_paths": [],
+        "authority": "candidate_only",
+    })
+}
+
+/// Network permission of a run.
+#[derive(Clone, Debug, Default)]
+pub enum Net {
+    #[default]
+    None,
+    /// `allowlist` with these `host:port` destinations (preset `allowlisted`).
+    Allowlist(Vec<String>),
+}
+
+/// One `corral run` of an attack. Every field has a small default so a case names only
+/// what it changes.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// The attack script (fixture file name under `attacks/`), run as the preset's
+    /// executable with argv `[N, args...]`.
+    pub script: String,
+    pub args: Vec<String>,
+    pub net: Net,
+    pub wall_seconds: u64,
+    pub cpu_seconds: u64,
+    pub memory_bytes: u64,
+    pub disk_bytes: u64,
+    pub max_processes: u64,
+    pub max_output_bytes: u64,
+    pub max_patch_bytes: u64,
+    pub allowed_paths: Vec<String>,
+    pub forbidden_paths: Vec<String>,
+    /// `--env NAME=VALUE` values (their names go on the preset's env allowlist).
+    pub env: Vec<(String, String)>,
+    /// Extra environment of the `corral` process itself (secrets the worker must not see).
+    pub corral_env: Vec<(String, String)>,
+    /// Run `corral` inside this network namespace (`ip netns exec`), with this resolv.conf
+    /// bound over `/etc/resolv.conf` in a private mount namespace.
+    pub netns: Option<(String, Option<PathBuf>)>,
+    /// Repository builder under `repos/` (`standard`).
+    pub repo: String,
+    /// Send SIGTERM to corral after this long (cancellation).
+    pub cancel_after: Option<Duration>,
+    /// Send SIGKILL to corral after this long (supervisor killed).
+    pub kill_after: Option<Duration>,
+    /// Overrides merged into the preset template (e.g. `prompt_transport`).
+    pub preset_overrides: Vec<(String, Value)>,
+    /// Overrides merged into the WorkUnit (dotted paths not supported: top-level keys only).
+    pub work_unit_overrides: Vec<(String, Value)>,
+}
+
+impl RunSpec {
+    pub fn new(script: &str) -> Self {
+        Self {
+            script: script.to_owned(),
+            args: Vec::new(),
+            net: Net::None,
+            wall_seconds: 30,
+            cpu_seconds: 30,
+            memory_bytes: 256 << 20,
+            disk_bytes: 64 << 20,
+            max_processes: 64,
+            max_output_bytes: 256 << 10,
+            max_patch_bytes: 1 << 20,
+            allowed_paths: vec!["src/".into()],
+            forbidden_paths: vec![".github/".into(), "**/*.pem".into()],
+            env: Vec::new(),
+            corral_env: Vec::new(),
+            netns: None,
+            repo: "standard".into(),
+            cancel_after: None,
+            kill_after: None,
+            preset_overrides: Vec::new(),
+            work_unit_overrides: Vec::new(),
+        }
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+}
+
+/// What one sandboxed run left for the outside to see.
+#[derive(Debug)]
+pub struct RunObs {
+    /// corral's exit code (-1 when it died by a signal).
+    pub exit: i32,
+    pub manifest: Value,
+    /// The worker's stdout and stderr as corral stored them in the artifact store.
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// corral's own stderr.
+    pub corral_stderr: String,
+    pub elapsed: Duration,
+    pub supervisor_pid: u32,
+    /// Peak resident memory of the corral process (VmHWM, KiB), sampled while it ran.
+    pub peak_rss_kib: u64,
+    /// The host repository the run started from.
+    pub repo: PathBuf,
+    pub artifacts: PathBuf,
+}
+
+impl RunObs {
+    pub fn out(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    pub fn err(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+    /// Worker stdout + stderr, lossy.
+    pub fn output(&self) -> String {
+        format!("{}{}", self.out(), self.err())
+    }
+    pub fn outcome(&self) -> &str {
+        self.manifest["outcome"].as_str().unwrap_or("")
+    }
+    pub fn termination(&self) -> &str {
+        self.manifest["execution"]["termination"]
+            .as_str()
+            .unwrap_or("")
+    }
+    pub fn exit_code(&self) -> Option<i64> {
+        self.manifest["execution"]["exit_code"].as_i64()
+    }
+    /// `path change` pairs of the candidate, if any.
+    pub fn changed_paths(&self) -> Vec<(String, String)> {
+        self.manifest["candidate"]["changed_paths"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|c| {
+                        (
+                            c["path"].as_str().unwrap_or("").to_owned(),
+                            c["change"].as_str().unwrap_or("").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    /// Reason codes of the rejections.
+    pub fn rejection_codes(&self) -> Vec<String> {
+        self.manifest["rejections"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| r["code"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    /// The stored patch (empty when there is none).
+    pub fn patch(&self) -> Vec<u8> {
+        self.manifest["candidate"]["patch"]["digest"]
+            .as_str()
+            .map(|d| read_artifact(&self.artifacts, d))
+            .unwrap_or_default()
+    }
+    /// Did the run produce a manifest at all (the supervisor returned a verdict)?
+    pub fn has_manifest(&self) -> bool {
+        self.manifest.is_object()
+    }
+}
+
+/// What a positive-control run outside the sandbox printed.
+#[derive(Debug)]
+pub struct CtlObs {
+    pub exit: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// The workspace copy it ran in.
+    pub ws: PathBuf,
+}
+
+impl CtlObs {
+    pub fn output(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// How a positive control runs the attack outside the sandbox.
+#[derive(Clone, Debug)]
+pub struct Control {
+    /// Run as host root (true) or as uid/gid 65534 with no capabilities (false).
+    pub as_root: bool,
+    pub timeout: Duration,
+    pub env: Vec<(String, String)>,
+    /// Run inside this network namespace.
+    pub netns: Option<String>,
+    /// Run in fresh pid+mount namespaces (`unshare -pfm --mount-proc`), so an attack that
+    /// signals every process can only reach the control's own tree.
+    pub own_pidns: bool,
+}
+
+impl Default for Control {
+    fn default() -> Self {
+        Self {
+            as_root: false,
+            timeout: Duration::from_secs(30),
+            env: Vec::new(),
+            netns: None,
+            own_pidns: false,
+        }
+    }
+}
+
+fn read_artifact(artifacts: &Path, digest: &str) -> Vec<u8> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    std::fs::read(artifacts.join("sha256").join(hex)).unwrap_or_default()
+}
+
+/// A listener's tally, shared with its accept thread.
+#[derive(Clone, Default)]
+pub struct Tally {
+    hits: Arc<AtomicUsize>,
+    first: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Tally {
+    pub fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+    /// The first bytes of each contact (lossy), for reports.
+    pub fn seen(&self) -> Vec<String> {
+        self.first.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+    fn hit(&self, what: String) {
+        self.hits.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut v) = self.first.lock() {
+            v.push(what);
+        }
+    }
+}
+
+/// One case's context: its nonce, scratch folder, listeners and cleanups.
+pub struct Ctx<'h> {
+    pub h: &'h Harness,
+    pub id: String,
+    /// `{N}`.
+    pub n: String,
+    pub dir: PathBuf,
+    runs: usize,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    cleanups: Vec<Box<dyn FnOnce()>>,
+    /// Files the case planted on the host: removed (or restored) at the end.
+    planted: Vec<(PathBuf, Option<Vec<u8>>)>,
+    /// Supervisor pids of this case's runs (for the leftover checks).
+    pub supervisors: Vec<u32>,
+}
+
+impl<'h> Ctx<'h> {
+    pub fn new(h: &'h Harness, id: &str) -> Result<Self> {
+        let n = nonce();
+        let dir = h.scratch.join(format!("{id}-{n}"));
+        std::fs::create_dir_all(&dir)?;
+        set_mode(&dir, 0o755)?;
+        Ok(Self {
+            h,
+            id: id.to_owned(),
+            n,
+            dir,
+            runs: 0,
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            cleanups: Vec::new(),
+            planted: Vec::new(),
+            supervisors: Vec::new(),
+        })
+    }
+
+    /// `CANARY-{N}`.
+    pub fn canary(&self) -> String {
+        format!("CANARY-{}", self.n)
+    }
+
+    /// Registers work to do when the case ends (after the leftover checks' snapshot).
+    pub fn on_cleanup(&mut self, f: impl FnOnce() + 'static) {
+        self.cleanups.push(Box::new(f));
+    }
+
+    /// Writes `content` to a host file for the case and removes it (or restores the old
+    /// content) when the case ends. Missing parent directories are created and removed.
+    pub fn plant(&mut self, path: impl AsRef<Path>, content: &[u8]) -> Result<()> {
+        let path = path.as_ref().to_path_buf();
+        let old = std::fs::read(&path).ok();
+        // Remember the highest directory we create so it goes away too.
+        let mut created: Option<PathBuf> = None;
+        let mut p = path.parent();
+        while let Some(d) = p {
+            if d.exists() {
+                break;
+            }
+            created = Some(d.to_path_buf());
+            p = d.parent();
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, content).with_context(|| format!("planting {}", path.display()))?;
+        self.planted.push((path, old));
+        if let Some(dir) = created {
+            self.on_cleanup(move || {
+                let _ = std::fs::remove_dir_all(dir);
+            });
+        }
+        Ok(())
+    }
+
+    /// A TCP listener on the host (`127.0.0.2:0` style); counts accepted connections.
+    pub fn tcp_listener(&mut self, addr: &str) -> Result<(Tally, u16)> {
+        let l = TcpListener::bind(addr).with_context(|| format!("bind tcp {addr}"))?;
+        let port = l.local_addr()?.port();
+        l.set_nonblocking(true)?;
+        let tally = Tally::default();
+        let (t, stop) = (tally.clone(), self.stop.clone());
+        self.threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match l.accept() {
+                    Ok((mut s, peer)) => {
+                        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+                        let mut b = [0u8; 64];
+                        let n = s.read(&mut b).unwrap_or(0);
+                        t.hit(format!("{peer} {}", String::from_utf8_lossy(&b[..n])));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }));
+        Ok((tally, port))
+    }
+
+    /// A UDP socket on the host; counts datagrams.
+    pub fn udp_listener(&mut self, addr: &str) -> Result<(Tally, u16)> {
+        let s = UdpSocket::bind(addr).with_context(|| format!("bind udp {addr}"))?;
+        let port = s.local_addr()?.port();
+        s.set_read_timeout(Some(Duration::from_millis(50)))?;
+        let tally = Tally::default();
+        let (t, stop) = (tally.clone(), self.stop.clone());
+        self.threads.push(std::thread::spawn(move || {
+            let mut b = [0u8; 512];
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok((n, peer)) = s.recv_from(&mut b) {
+                    t.hit(format!("{peer} {}", String::from_utf8_lossy(&b[..n])));
+                }
+            }
+        }));
+        Ok((tally, port))
+    }
+
+    /// A unix stream listener at a path (or an abstract name when `path` starts with `@`).
+    pub fn unix_listener(&mut self, path: &str) -> Result<Tally> {
+        let l = if let Some(name) = path.strip_prefix('@') {
+            use std::os::linux::net::SocketAddrExt as _;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+            UnixListener::bind_addr(&addr)?
+        } else {
+            let _ = std::fs::remove_file(path);
+            let l = UnixListener::bind(path).with_context(|| format!("bind unix {path}"))?;
+            set_mode(Path::new(path), 0o777)?;
+            let p = path.to_owned();
+            self.on_cleanup(move || {
+                let _ = std::fs::remove_file(p);
+            });
+            l
+        };
+        l.set_nonblocking(true)?;
+        let tally = Tally::default();
+        let (t, stop) = (tally.clone(), self.stop.clone());
+        self.threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match l.accept() {
+                    Ok(_) => t.hit("accept".into()),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }));
+        Ok(tally)
+    }
+
+    /// A unix datagram socket at a path; counts datagrams.
+    pub fn unix_dgram(&mut self, path: &str) -> Result<Tally> {
+        let _ = std::fs::remove_file(path);
+        let s = UnixDatagram::bind(path).with_context(|| format!("bind unix dgram {path}"))?;
+        set_mode(Path::new(path), 0o777)?;
+        let p = path.to_owned();
+        self.on_cleanup(move || {
+            let _ = std::fs::remove_file(p);
+        });
+        s.set_read_timeout(Some(Duration::from_millis(50)))?;
+        let tally = Tally::default();
+        let (t, stop) = (tally.clone(), self.stop.clone());
+        self.threads.push(std::thread::spawn(move || {
+            let mut b = [0u8; 512];
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(n) = s.recv(&mut b) {
+                    t.hit(String::from_utf8_lossy(&b[..n]).into_owned());
+                }
+            }
+        }));
+        Ok(tally)
+    }
+
+    /// Builds a fresh copy of a fixture repository (`repos/<name>.sh DEST N`); returns its
+    /// path and base commit.
+    pub fn repo(&mut self, name: &str, dest: &Path) -> Result<(PathBuf, String)> {
+        let script = self.h.fixture(&format!("repos/{name}.sh"));
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(dest)
+            .arg(&self.n)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.h.scratch.join("home"))
+            .output()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !out.status.success() {
+            bail!(
+                "{} failed: {}",
+                script.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let base = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim()
+            .to_owned();
+        if base.len() != 40 {
+            bail!("{} printed no base commit (got {base:?})", script.display());
+        }
+        Ok((dest.to_path_buf(), base))
+    }
+
+    /// Substitutes `{N}`, `{WS}` and the case's own `{NAME}` values.
+    pub fn subst(&self, s: &str, ws: &str, vars: &BTreeMap<String, String>) -> String {
+        let mut s = s.replace("{N}", &self.n).replace("{WS}", ws);
+        for (k, v) in vars {
+            s = s.replace(&format!("{{{k}}}"), v);
+        }
+        s
+    }
+
+    /// The WorkUnit and preset documents for a run (also written as fixtures' templates).
+    pub fn documents(&self, spec: &RunSpec, base: &str) -> (Value, Value) {
+        let (network, allowlist, policy) = match &spec.net {
+            Net::None => ("none", Vec::new(), "disabled"),
+            Net::Allowlist(list) => ("allowlist", list.clone(), "allowlisted"),
+        };
+        let mut wu = json!({
+            "schema_version": "corral.work-unit/v1",
+            "id": format!("adv-{}", self.id.to_lowercase()),
+            "objective": format!("adversarial case {}", self.id),
+            "repository": { "base_sha": base },
+            "security": { "sandbox_required": true },
+            "permissions": {
+                "process_execution": true, "secrets": [], "network": network,
+                "network_allowlist": allowlist, "filesystem_write": spec.allowed_paths,
+            },
+            "budget": {
+                "wall_seconds": spec.wall_seconds, "cpu_seconds": spec.cpu_seconds,
+                "memory_bytes": spec.memory_bytes, "disk_bytes": spec.disk_bytes,
+                "max_processes": spec.max_processes, "max_output_bytes": spec.max_output_bytes,
+                "max_patch_bytes": spec.max_patch_bytes,
+            },
+            "constraints": {
+                "allowed_paths": spec.allowed_paths, "forbidden_paths": spec.forbidden_paths,
+            },
+        });
+        for (k, v) in &spec.work_unit_overrides {
+            wu[k] = v.clone();
+        }
+        let mut env_names: Vec<String> = spec.env.iter().map(|(k, _)| k.clone()).collect();
+        env_names.push("LANG".into());
+        env_names.sort();
+        env_names.dedup();
+        let mut preset = preset_template(&self.id, &spec.script);
+        preset["executable"] = json!(self.h.attacks.join(&spec.script).to_string_lossy());
+        preset["env_allowlist"] = json!(env_names);
+        preset["network_policy"] = json!(policy);
+        for (k, v) in &spec.preset_overrides {
+            preset[k] = v.clone();
+        }
+        (wu, preset)
+    }
+
+    /// Runs the attack through the whole `corral run` path and collects what is visible
+    /// from outside. `vars` fills the case's own placeholders in `args`.
+    pub fn run(&mut self, spec: &RunSpec, vars: &BTreeMap<String, String>) -> Result<RunObs> {
+        self.runs += 1;
+        let dir = self.dir.join(format!("run{}", self.runs));
+        std::fs::create_dir_all(&dir)?;
+        let (repo, base) = self.repo(&spec.repo, &dir.join("repo"))?;
+        let (wu, mut preset) = self.documents(spec, &base);
+        let mut argv = vec![self.n.clone()];
+        argv.extend(spec.args.iter().map(|a| self.subst(a, "/workspace", vars)));
+        preset["argv"] = json!(argv);
+        let wu_path = dir.join("work-unit.json");
+        let preset_path = dir.join("preset.json");
+        std::fs::write(&wu_path, serde_json::to_vec_pretty(&wu)?)?;
+        std::fs::write(&preset_path, serde_json::to_vec_pretty(&preset)?)?;
+        let artifacts = dir.join("artifacts");
+        let mut cmd = match &spec.netns {
+            None => Command::new(&self.h.corral),
+            Some((ns, resolv)) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]);
+                match resolv {
+                    Some(r) => {
+                        // A private mount namespace so the bind never touches the host's.
+                        c.args(["unshare", "-m", "--propagation", "private", "sh", "-c"]);
+                        c.arg("mount --bind \"$1\" /etc/resolv.conf && shift && exec \"$@\"");
+                        c.arg("sh").arg(r).arg(&self.h.corral);
+                    }
+                    None => {
+                        c.arg(&self.h.corral);
+                    }
+                }
+                c
+            }
+        };
+        cmd.arg("run")
+            .arg("--work-unit")
+            .arg(&wu_path)
+            .arg("--preset")
+            .arg(&preset_path)
+            .arg("--repo")
+            .arg(&repo)
+            .arg("--artifacts")
+            .arg(&artifacts)
+            .arg("--json");
+        for (k, v) in &spec.env {
+            cmd.arg("--env")
+                .arg(format!("{k}={}", self.subst(v, "/workspace", vars)));
+        }
+        cmd.env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("HOME", self.h.scratch.join("home"))
+            .env("XDG_CACHE_HOME", self.h.scratch.join("cache"))
+            .env("XDG_DATA_HOME", self.h.scratch.join("data"));
+        for (k, v) in &spec.corral_env {
+            cmd.env(k, self.subst(v, "/workspace", vars));
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let start = Instant::now();
+        let mut child = cmd.spawn().context("starting corral")?;
+        let pid = child.id();
+        self.supervisors.push(pid);
+        let (out_t, err_t) = drain(&mut child);
+        let deadline = start + Duration::from_secs(spec.wall_seconds + 60);
+        let mut peak = 0u64;
+        let mut signalled = (false, false);
+        let status = loop {
+            if let Some(s) = child.try_wait()? {
+                break s;
+            }
+            peak = peak.max(vm_hwm(pid));
+            let t = start.elapsed();
+            if let Some(after) = spec.cancel_after
+                && t >= after
+                && !signalled.0
+            {
+                signalled.0 = true;
+                let _ = Command::new("kill")
+                    .args(["-TERM", &pid.to_string()])
+                    .status();
+            }
+            if let Some(after) = spec.kill_after
+                && t >= after
+                && !signalled.1
+            {
+                signalled.1 = true;
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("corral did not return within wall + 60 s (killed it)");
+            }
+            std::thread::sleep(Duration::from_millis(15));
+        };
+        let elapsed = start.elapsed();
+        let stdout = out_t.join().unwrap_or_default();
+        let corral_stderr = String::from_utf8_lossy(&err_t.join().unwrap_or_default()).into_owned();
+        let manifest: Value = serde_json::from_slice(&stdout).unwrap_or(Value::Null);
+        let log = |k: &str| {
+            manifest["logs"][k]["digest"]
+                .as_str()
+                .map(|d| read_artifact(&artifacts, d))
+                .unwrap_or_default()
+        };
+        let obs = RunObs {
+            exit: status.code().unwrap_or(-1),
+            stdout: log("stdout"),
+            stderr: log("stderr"),
+            manifest,
+            corral_stderr,
+            elapsed,
+            supervisor_pid: pid,
+            peak_rss_kib: peak,
+            repo,
+            artifacts,
+        };
+        if self.h.verbose {
+            eprintln!(
+                "[{}] run: exit {} {} {} in {:?}\n--- worker output ---\n{}\n--- corral stderr ---\n{}",
+                self.id,
+                obs.exit,
+                obs.outcome(),
+                obs.termination(),
+                obs.elapsed,
+                truncate(&obs.output(), 4000),
+                truncate(&obs.corral_stderr, 2000)
+            );
+        }
+        Ok(obs)
+    }
+
+    /// Runs the same attack outside the sandbox (the positive control), in a fresh copy of
+    /// the case's repository, with `{WS}` set to that copy.
+    pub fn control(
+        &mut self,
+        spec: &RunSpec,
+        vars: &BTreeMap<String, String>,
+        how: &Control,
+    ) -> Result<CtlObs> {
+        self.runs += 1;
+        let dir = self.dir.join(format!("control{}", self.runs));
+        std::fs::create_dir_all(&dir)?;
+        let (ws, _) = self.repo(&spec.repo, &dir.join("repo"))?;
+        if !how.as_root {
+            let _ = Command::new("chown")
+                .args(["-R", "65534:65534"])
+                .arg(&dir)
+                .status();
+        }
+        let ws_s = ws.to_string_lossy().into_owned();
+        let mut argv: Vec<String> = Vec::new();
+        if let Some(ns) = &how.netns {
+            argv.extend(["ip", "netns", "exec", ns].map(String::from));
+        }
+        if how.own_pidns {
+            argv.extend(["unshare", "-pfm", "--mount-proc"].map(String::from));
+        }
+        argv.extend(["timeout", "-s", "KILL"].map(String::from));
+        argv.push(format!("{}", how.timeout.as_secs().max(1)));
+        if !how.as_root {
+            argv.extend(
+                [
+                    "setpriv",
+                    "--reuid=65534",
+                    "--regid=65534",
+                    "--clear-groups",
+                    "--inh-caps=-all",
+                    "--bounding-set=-all",
+                ]
+                .map(String::from),
+            );
+        }
+        argv.push(
+            self.h
+                .attacks
+                .join(&spec.script)
+                .to_string_lossy()
+                .into_owned(),
+        );
+        argv.push(self.n.clone());
+        argv.extend(spec.args.iter().map(|a| self.subst(a, &ws_s, vars)));
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
+            .current_dir(&ws)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &dir)
+            .env("LANG", "C.UTF-8");
+        for (k, v) in &how.env {
+            cmd.env(k, self.subst(v, &ws_s, vars));
+        }
+        for (k, v) in &spec.env {
+            cmd.env(k, self.subst(v, &ws_s, vars));
+        }
+        let out = cmd
+            .stdin(Stdio::null())
+            .output()
+            .context("running the control")?;
+        let obs = CtlObs {
+            exit: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            ws,
+        };
+        if self.h.verbose {
+            eprintln!(
+                "[{}] control: exit {}\n{}",
+                self.id,
+                obs.exit,
+                truncate(&obs.output(), 4000)
+            );
+        }
+        Ok(obs)
+    }
+
+    /// `ESC-{N} <what>` lines: the attack's report that a call it expected to be refused got
+    /// through (read from the output corral stored, or from a control's output).
+    pub fn escapes(&self, output: &str) -> Vec<String> {
+        let tag = format!("ESC-{}", self.n);
+        output
+            .lines()
+            .filter(|l| l.contains(&tag))
+            .map(|l| truncate(l, 200))
+            .collect()
+    }
+
+    /// Marker files (`PWN-{N}`, `ESC-{N}`) anywhere the generic checks look on the host:
+    /// `/tmp`, `/var/tmp`, `/root`, `/dev/shm`, the scratch home (depth-limited).
+    pub fn markers(&self) -> Vec<PathBuf> {
+        let names = [format!("PWN-{}", self.n), format!("ESC-{}", self.n)];
+        let mut found = Vec::new();
+        for top in ["/tmp", "/var/tmp", "/root", "/dev/shm", "/"] {
+            let depth = if top == "/" { 1 } else { 3 };
+            walk(Path::new(top), depth, &mut |p| {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                if let Some(n) = name
+                    && names.iter().any(|m| n.contains(m.as_str()))
+                {
+                    found.push(p.to_path_buf());
+                }
+            });
+        }
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    /// Host processes whose command line contains the nonce (other than the harness).
+    pub fn processes_with_nonce(&self) -> Vec<String> {
+        let me = std::process::id().to_string();
+        let mut found = Vec::new();
+        if let Ok(rd) = std::fs::read_dir("/proc") {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.bytes().all(|b| b.is_ascii_digit()) || name == me {
+                    continue;
+                }
+                let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                if cmd.contains(&self.n) {
+                    found.push(format!("pid {name}: {}", truncate(&cmd, 120)));
+                }
+            }
+        }
+        found
+    }
+
+    /// Cgroups left by this case's supervisors (`corral-<pid>-*` in any hierarchy).
+    pub fn leftover_cgroups(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        let prefixes: Vec<String> = self
+            .supervisors
+            .iter()
+            .flat_map(|p| [format!("corral-{p}-"), format!("corral-supervisor-{p}")])
+            .collect();
+        walk(Path::new("/sys/fs/cgroup"), 6, &mut |p| {
+            if let Some(n) = p.file_name().map(|n| n.to_string_lossy().into_owned())
+                && prefixes.iter().any(|pre| n.starts_with(pre.as_str()))
+                && p.is_dir()
+            {
+                found.push(p.display().to_string());
+            }
+        });
+        found
+    }
+
+    /// Removes planted files, stops listeners, runs cleanups.
+    pub fn finish(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for (path, old) in self.planted.drain(..).rev() {
+            match old {
+                Some(bytes) => {
+                    let _ = std::fs::write(&path, bytes);
+                }
+                None => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        for c in self.cleanups.drain(..).rev() {
+            c();
+        }
+        remove_tree(&self.dir);
+    }
+}
+
+impl Drop for Ctx<'_> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn drain(child: &mut Child) -> (JoinHandle<Vec<u8>>, JoinHandle<Vec<u8>>) {
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let a = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.read_to_end(&mut b);
+        }
+        b
+    });
+    let b = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(e) = err.as_mut() {
+            let _ = e.read_to_end(&mut b);
+        }
+        b
+    });
+    (a, b)
+}
+
+fn vm_hwm(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Visits entries up to `depth` levels below `dir` without following symlinks.
+pub fn walk(dir: &Path, depth: usize, f: &mut dyn FnMut(&Path)) {
+    if depth == 0 {
+        return;
+    }
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.starts_with("/proc") || p.starts_with("/sys/kernel") {
+            continue;
+        }
+        f(&p);
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            walk(&p, depth - 1, f);
+        }
+    }
+}
+
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+/// Runs a host command and returns (success, stdout+stderr). For harness-side setup.
+pub fn sh(cmd: &str) -> (bool, String) {
+    match Command::new("sh").args(["-c", cmd]).output() {
+        Ok(o) => (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        ),
+        Err(e) => (false, e.to_string()),
+    }
+}
+
+/// Writes `line` to the terminal's status line (only when stderr is a terminal).
+pub fn progress(line: &str) {
+    use std::io::IsTerminal as _;
+    let mut e = std::io::stderr();
+    if e.is_terminal() {
+        let _ = write!(e, "\r\x1b[2K{}", truncate(line, 110));
+        let _ = e.flush();
+    }
+}

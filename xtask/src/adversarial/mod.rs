@@ -1,0 +1,275 @@
+//! `cargo xtask adversarial`: the host qualification suite (issue 6, ADR-0060).
+//!
+//! Every case of `../shared/threats/adversarial-corpus.md` (plus our fail-closed admission
+//! cases) runs black-box through the real `corral run` path, with a positive control, and is
+//! judged only from what the outside can observe: corral's exit code and manifest, the logs
+//! it stored, host listeners, canaries, marker files, surviving processes, cgroups, mounts and
+//! host file hashes. A case is `contained`, `escaped`, `inconclusive` (its control did not
+//! fire, or the harness could not observe it) or `not applicable` (with the reason).
+
+pub mod case;
+pub mod cases;
+pub mod fixtures;
+pub mod harness;
+pub mod host;
+pub mod report;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use case::{Case, Outcome, Verdict};
+use harness::{Ctx, Harness, progress};
+use report::CaseResult;
+
+struct Options {
+    list: bool,
+    filter: Vec<String>,
+    json: PathBuf,
+    sarif: PathBuf,
+    corral: Option<PathBuf>,
+    verbose: bool,
+}
+
+fn parse(root: &Path, args: &[String]) -> Result<Options> {
+    let out = root.join("target/adversarial");
+    let mut o = Options {
+        list: false,
+        filter: Vec::new(),
+        json: out.join("report.json"),
+        sarif: out.join("report.sarif"),
+        corral: None,
+        verbose: false,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .with_context(|| format!("{name} needs a value"))
+        };
+        match a.as_str() {
+            "--list" => o.list = true,
+            "--verbose" | "-v" => o.verbose = true,
+            "--filter" => o.filter.extend(
+                value("--filter")?
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned),
+            ),
+            "--json" => o.json = PathBuf::from(value("--json")?),
+            "--sarif" => o.sarif = PathBuf::from(value("--sarif")?),
+            "--corral" => o.corral = Some(PathBuf::from(value("--corral")?)),
+            other => bail!(
+                "unknown argument {other:?}; usage: cargo xtask adversarial [--list] \
+                 [--filter ID|CATEGORY[,...]] [--json FILE] [--sarif FILE] [--corral BIN] \
+                 [--verbose]"
+            ),
+        }
+    }
+    Ok(o)
+}
+
+/// A filter term selects a case when it equals its id or category, or is a prefix of the id
+/// (`NET`, `NET-0`, `RES-MEM`, `CAP-04`).
+fn selected(case: &Case, filter: &[String]) -> bool {
+    filter.is_empty()
+        || filter.iter().any(|f| {
+            let f = f.to_ascii_uppercase();
+            case.id == f || case.category() == f || case.id.starts_with(&f)
+        })
+}
+
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let o = parse(root, args)?;
+    let all = cases::all();
+    let chosen: Vec<&Case> = all.iter().filter(|c| selected(c, &o.filter)).collect();
+    if chosen.is_empty() {
+        bail!("--filter {:?} selects no case (see --list)", o.filter);
+    }
+    if o.list {
+        for c in &chosen {
+            println!(
+                "{:<12} {:<5} {:<58} {}",
+                c.id,
+                c.category(),
+                c.title,
+                c.guarantee
+            );
+        }
+        println!("{} case(s)", chosen.len());
+        return Ok(());
+    }
+    preflight(root)?;
+    let corral = match o.corral {
+        Some(p) => p,
+        None => build_corral(root)?,
+    };
+    let h = Harness::new(root, corral.clone(), o.verbose)?;
+    let suite_before = host::snapshot(&[&corral]);
+    let started = Instant::now();
+    let mut results = Vec::new();
+    for (i, case) in chosen.iter().enumerate() {
+        progress(&format!(
+            "[{}/{}] {} {} ({:.0} s)",
+            i + 1,
+            chosen.len(),
+            case.id,
+            case.title,
+            started.elapsed().as_secs_f64()
+        ));
+        let t = Instant::now();
+        let verdict = run_case(&h, case);
+        let r = CaseResult {
+            id: case.id.to_owned(),
+            category: case.category().to_owned(),
+            title: case.title.to_owned(),
+            guarantee: case.guarantee.to_owned(),
+            script: case.script_file(),
+            outcome: verdict.outcome,
+            evidence: verdict.evidence,
+            seconds: t.elapsed().as_secs_f64(),
+        };
+        if o.verbose || matches!(r.outcome, Outcome::Escaped | Outcome::Inconclusive) {
+            progress("");
+            eprintln!("{} {}: {}", r.id, r.outcome, r.evidence.join(" | "));
+        }
+        results.push(r);
+    }
+    progress("");
+    // Whatever one case's checks could not attribute still shows up here.
+    let suite_after = host::snapshot(&[&corral]);
+    let leftovers = host::diff(&suite_before, &suite_after);
+    drop(h);
+    let scratch_left = Path::new(&format!("/tmp/corral-adv-{}", std::process::id())).exists();
+    report::print_table(&results);
+    report::write_json(&o.json, &results, &leftovers, started.elapsed())?;
+    report::write_sarif(&o.sarif, &results)?;
+    println!("report: {} and {}", o.json.display(), o.sarif.display());
+    let bad: Vec<&CaseResult> = results
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::Escaped | Outcome::Inconclusive))
+        .collect();
+    if !leftovers.is_empty() || scratch_left {
+        bail!(
+            "the suite left the host changed: {}{}",
+            leftovers.join("; "),
+            if scratch_left {
+                " (scratch folder)"
+            } else {
+                ""
+            }
+        );
+    }
+    if !bad.is_empty() {
+        bail!(
+            "{} case(s) not contained: {}",
+            bad.len(),
+            bad.iter()
+                .map(|r| format!("{} {}", r.id, r.outcome))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    println!(
+        "host qualified: every applicable case contained ({} cases in {:.0} s)",
+        results.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// One case, with the generic host-side checks of corpus §0.3 around it.
+fn run_case(h: &Harness, case: &Case) -> Verdict {
+    let before = host::snapshot(&[]);
+    let mut ctx = match Ctx::new(h, case.id) {
+        Ok(c) => c,
+        Err(e) => return Verdict::inconclusive(format!("harness error: {e:#}")),
+    };
+    let mut verdict =
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (case.judge)(&mut ctx))) {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => Verdict::inconclusive(format!("harness error: {e:#}")),
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                    .unwrap_or_default();
+                Verdict::inconclusive(format!("harness panicked: {msg}"))
+            }
+        };
+    let mut breaches = Vec::new();
+    // Give a straggler the chance to show itself before looking.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    for m in ctx.markers() {
+        breaches.push(format!("marker on the host: {}", m.display()));
+    }
+    for p in ctx.processes_with_nonce() {
+        breaches.push(format!("process survived: {p}"));
+    }
+    for g in ctx.leftover_cgroups() {
+        breaches.push(format!("cgroup left behind: {g}"));
+    }
+    ctx.finish();
+    drop(ctx);
+    breaches.extend(host::diff(&before, &host::snapshot(&[])));
+    if !breaches.is_empty() && verdict.outcome != Outcome::NotApplicable {
+        verdict.outcome = Outcome::Escaped;
+        breaches.append(&mut verdict.evidence);
+        verdict.evidence = breaches;
+    }
+    verdict
+}
+
+fn preflight(root: &Path) -> Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let euid = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap_or("");
+    if euid != "0" {
+        bail!(
+            "cargo xtask adversarial must run as root: corral's sandbox is rootful, and the \
+             harness plants canaries in /root and builds network namespaces"
+        );
+    }
+    for tool in ["git", "python3", "ip", "setpriv", "unshare", "timeout"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
+            bail!("{tool} is not installed (scripts/setup.sh installs it)");
+        }
+    }
+    if !fixtures::generate(root, true)? {
+        bail!("tests/adversarial is out of date: run `cargo xtask fixtures`");
+    }
+    Ok(())
+}
+
+/// Builds the `corral` binary under test (debug profile: the test command already built it).
+fn build_corral(root: &Path) -> Result<PathBuf> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "-q", "-p", "corral-cli", "--bin", "corral"])
+        .current_dir(root)
+        .status()
+        .context("cargo build")?;
+    if !status.success() {
+        bail!("building corral failed");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target.join("debug/corral");
+    if !bin.exists() {
+        bail!("{} was not built", bin.display());
+    }
+    Ok(bin)
+}
