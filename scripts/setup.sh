@@ -13,6 +13,11 @@ command -v cc >/dev/null || need_apt+=(build-essential)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v pgrep >/dev/null || need_apt+=(procps)
 command -v mount >/dev/null || need_apt+=(mount)
+# The sandbox runs the system interpreter (/usr is bound read-only); the qualification suite's
+# attacks are python3 and sh scripts, its controls use setpriv/unshare, and script gives a pty.
+[ -x /usr/bin/python3 ] || need_apt+=(python3)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
+command -v script >/dev/null || need_apt+=(bsdutils)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

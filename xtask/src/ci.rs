@@ -56,6 +56,10 @@ pub fn run(root: &Path) -> Result<()> {
         &["tests/ajv_strict.cjs"],
     )?;
     step(root, "fuzz targets", "bash", &["fuzz/smoke.sh"])?;
+    // The whole host qualification suite, black-box through the `corral` binary: no change
+    // can land that reopens an escape.
+    println!("==> host qualification suite: cargo xtask adversarial");
+    crate::adversarial::run(root, &[])?;
     println!("ci: all steps passed");
     Ok(())
 }

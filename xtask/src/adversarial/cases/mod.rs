@@ -93,3 +93,116 @@ pub fn describe(run: &RunObs) -> String {
         }
     )
 }
+
+/// The 76 case ids of `../shared/threats/adversarial-corpus.md`, in its order.
+pub const CORPUS_IDS: [&str; 76] = [
+    "NET-01",
+    "NET-02",
+    "NET-03",
+    "NET-04",
+    "NET-05",
+    "NET-06",
+    "NET-07",
+    "NET-08",
+    "NET-09",
+    "NET-10",
+    "NET-11",
+    "NET-12",
+    "NET-13",
+    "PROC-01",
+    "PROC-02",
+    "PROC-03",
+    "PROC-04",
+    "PROC-05",
+    "PROC-06",
+    "PROC-07",
+    "RES-CPU-01",
+    "RES-MEM-01",
+    "RES-MEM-02",
+    "RES-MEM-03",
+    "RES-DISK-01",
+    "RES-DISK-02",
+    "RES-DISK-03",
+    "RES-DISK-04",
+    "RES-PID-01",
+    "RES-PID-02",
+    "FS-01",
+    "FS-02",
+    "FS-03",
+    "FS-04",
+    "FS-05",
+    "FS-06",
+    "FS-07",
+    "FS-08",
+    "FS-09",
+    "FS-10",
+    "FS-11",
+    "CRED-01",
+    "CRED-02",
+    "CRED-03",
+    "CRED-04",
+    "CRED-05",
+    "CRED-06",
+    "CRED-07",
+    "CRED-08",
+    "KRN-01",
+    "KRN-02",
+    "KRN-03",
+    "KRN-04",
+    "KRN-05",
+    "KRN-06",
+    "SIG-01",
+    "SIG-02",
+    "OUT-01",
+    "OUT-02",
+    "OUT-03",
+    "OUT-04",
+    "OUT-05",
+    "OUT-06",
+    "CAP-01",
+    "CAP-02",
+    "CAP-03",
+    "CAP-04",
+    "CAP-05",
+    "CAP-06",
+    "CAP-07",
+    "CAP-08",
+    "CAP-09",
+    "CAP-10",
+    "CAP-11",
+    "CAP-12",
+    "CAP-13",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_corpus_case_is_in_the_table_once_and_ids_are_unique() {
+        let cases = all();
+        let ids: Vec<&str> = cases.iter().map(|c| c.id).collect();
+        for id in CORPUS_IDS {
+            assert_eq!(
+                ids.iter().filter(|i| **i == id).count(),
+                1,
+                "{id} must be in the case table exactly once"
+            );
+        }
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ids.len(), "duplicate case ids");
+        for c in &cases {
+            assert!(!c.guarantee.is_empty() && !c.title.is_empty(), "{}", c.id);
+            assert!(
+                [
+                    "NET", "PROC", "RES", "FS", "CRED", "KRN", "SIG", "OUT", "CAP", "ADM"
+                ]
+                .contains(&c.category()),
+                "{}: unknown category",
+                c.id
+            );
+        }
+    }
+}
