@@ -135,6 +135,16 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         if o.verbose || matches!(r.outcome, Outcome::Escaped | Outcome::Inconclusive) {
             progress("");
             eprintln!("{} {}: {}", r.id, r.outcome, r.evidence.join(" | "));
+        } else if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            // Logs (CI) get one line per case instead of the redrawn status line.
+            eprintln!(
+                "[{}/{}] {} {} ({:.1} s)",
+                i + 1,
+                chosen.len(),
+                r.id,
+                r.outcome,
+                r.seconds
+            );
         }
         results.push(r);
     }
