@@ -1,7 +1,892 @@
-//! (cases to be written)
+//! KRN: kernel attack surface and seccomp (corpus §6).
+//!
+//! Every refused call is paired with the same call outside the sandbox, where it reaches the
+//! kernel (a fd, EINVAL, EFAULT, EBADF, ...): so the refusal inside is the sandbox's own. Calls
+//! that even host root cannot make on this kernel (a feature built out) are named in the
+//! evidence instead of being counted as controls.
 
-use crate::adversarial::case::Case;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use super::{describe, judge_escapes, started, vars};
+use crate::adversarial::case::{Case, Judge, Verdict};
+use crate::adversarial::harness::{Control, CtlObs, Ctx, RunObs, RunSpec, set_mode, sh, truncate};
 
 pub fn cases() -> Vec<Case> {
-    Vec::new()
+    vec![
+        Case {
+            id: "KRN-01",
+            title: "Terminal injection: TIOCSTI (and 64-bit), TIOCLINUX, TIOCCONS, TIOCSETD",
+            guarantee: "process isolation; nothing executes in the supervisor's terminal",
+            script: Some(("py", KRN_01)),
+            judge: krn_01,
+        },
+        Case {
+            id: "KRN-02",
+            title: "io_uring as a seccomp bypass",
+            guarantee: "network and filesystem enforcement (io_uring unavailable)",
+            script: Some(("py", KRN_02)),
+            judge: krn_02,
+        },
+        Case {
+            id: "KRN-03",
+            title: "userfaultfd, perf_event_open, bpf, keyctl and module loading",
+            guarantee: "a reduced kernel attack surface",
+            script: Some(("py", KRN_03)),
+            judge: krn_03,
+        },
+        Case {
+            id: "KRN-04",
+            title: "ia32 and x32 syscall ABIs",
+            guarantee: "seccomp rules cannot be sidestepped",
+            script: Some(("sh", KRN_04)),
+            judge: krn_04,
+        },
+        Case {
+            id: "KRN-05",
+            title: "Filters that compare arguments whole instead of masking flags",
+            guarantee: "seccomp rules cannot be sidestepped",
+            script: Some(("py", KRN_05)),
+            judge: krn_05,
+        },
+        Case {
+            id: "KRN-06",
+            title: "Module autoload through rare socket families",
+            guarantee: "a reduced kernel attack surface",
+            script: Some(("py", KRN_06)),
+            judge: krn_06,
+        },
+    ]
+}
+
+fn read_sysctl(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "<absent>".into())
+}
+
+/// `CONFIG_X=y` in the running kernel's config (None when the config is not readable).
+fn kernel_config(option: &str) -> Option<bool> {
+    let (ok, out) = sh("zcat /proc/config.gz 2>/dev/null || cat /boot/config-$(uname -r)");
+    if !ok || out.trim().is_empty() {
+        return None;
+    }
+    Some(
+        out.lines()
+            .any(|l| l == format!("{option}=y") || l == format!("{option}=m")),
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// KRN-01
+
+const KRN_01: &str = r#"import fcntl, struct, termios
+# argv: N [control]. "control" (the harness's pty outside the sandbox) skips TIOCLINUX,
+# TIOCCONS and TIOCSETD: TIOCCONS would redirect the host console.
+control = "control" in ARGS
+text = f"touch /tmp/PWN-{N}\n".encode()
+SAFE = {"EPERM", "EIO", "ENOTTY"}
+fds = {0, 1, 2}
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if os.isatty(int(name)):
+            fds.add(int(name))
+    except (OSError, ValueError):
+        pass
+
+
+def check(label, r, e):
+    if r >= 0 or e not in SAFE:
+        esc(f"{label} returned {r} {e}")
+    else:
+        say(f"{label}: {e}")
+
+
+for fd in sorted(fds):
+    try:
+        say(f"fd {fd}: {'a tty' if os.isatty(fd) else 'not a tty'} ({os.readlink(f'/proc/self/fd/{fd}')})")
+    except OSError as ex:
+        say(f"fd {fd}: {ename(ex.errno)}")
+    try:
+        for c in text:
+            fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))
+        esc(f"TIOCSTI fd {fd} injected {len(text)} bytes")
+    except OSError as ex:
+        check(f"TIOCSTI fd {fd}", -1, ename(ex.errno))
+    check(f"TIOCSTI 64-bit fd {fd}", *scall(16, fd, 0x100005412, b"x"))
+    if control:
+        continue
+    check(f"TIOCLINUX setsel fd {fd}", *scall(16, fd, 0x541C, struct.pack("=bHHHHH", 2, 0, 0, 10, 0, 0)))
+    check(f"TIOCLINUX paste fd {fd}", *scall(16, fd, 0x541C, bytes([3])))
+    check(f"TIOCCONS fd {fd}", *scall(16, fd, 0x541D, 0))
+    check(f"TIOCSETD N_HDLC fd {fd}", *scall(16, fd, 0x5423, struct.pack("i", 13)))
+try:
+    t = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+    esc(f"/dev/tty opened (fd {t})")
+    os.close(t)
+except OSError as ex:
+    say(f"/dev/tty: {ename(ex.errno)}")
+"#;
+
+/// Runs a command with a fresh pty as its controlling terminal and stdin (stdout and stderr
+/// go to files in `dir`); afterwards reads back whatever input reached the pty (the victim's
+/// view: TIOCSTI puts bytes in the pty's input queue). Prints one JSON line.
+const PTY_HELPER: &str = r#"
+import fcntl, json, os, pty, select, subprocess, sys, termios, time, tty
+d, limit, cmd = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+m, s = pty.openpty()
+tty.setraw(s)
+def ctty():
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+echoed = b""
+with open(os.path.join(d, "stdout"), "wb") as o, open(os.path.join(d, "stderr"), "wb") as e:
+    p = subprocess.Popen(cmd, stdin=s, stdout=o, stderr=e, start_new_session=True,
+                         preexec_fn=ctty, cwd=d)
+    print(json.dumps({"pid": p.pid}), flush=True)
+    end = time.time() + limit
+    while p.poll() is None and time.time() < end:
+        r, _, _ = select.select([m], [], [], 0.05)
+        if r:
+            try:
+                echoed += os.read(m, 4096)
+            except OSError:
+                pass
+    timed_out = p.poll() is None
+    if timed_out:
+        p.kill()
+    p.wait()
+time.sleep(0.2)
+injected = b""
+fcntl.fcntl(s, fcntl.F_SETFL, fcntl.fcntl(s, fcntl.F_GETFL) | os.O_NONBLOCK)
+try:
+    while True:
+        b = os.read(s, 4096)
+        if not b:
+            break
+        injected += b
+except OSError:
+    pass
+print(json.dumps({"rc": p.returncode, "timed_out": timed_out,
+                  "injected": injected.decode("latin1"), "echoed": echoed.decode("latin1")}),
+      flush=True)
+"#;
+
+struct PtyObs {
+    rc: i64,
+    injected: String,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    pid: u32,
+    elapsed: Duration,
+}
+
+fn pty_exec(dir: &Path, limit: u64, cmd: &[String], env: &[(&str, String)]) -> Result<PtyObs> {
+    std::fs::create_dir_all(dir)?;
+    set_mode(dir, 0o755)?;
+    let mut c = Command::new("/usr/bin/python3");
+    c.arg("-c")
+        .arg(PTY_HELPER)
+        .arg(dir)
+        .arg(limit.to_string())
+        .args(cmd)
+        .env_clear()
+        .env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        );
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let start = Instant::now();
+    let out = c
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("running the pty helper")?;
+    let elapsed = start.elapsed();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok());
+    let pid = lines
+        .next()
+        .and_then(|v| v["pid"].as_u64())
+        .context("pty helper printed no pid")?;
+    let Some(res) = lines.next() else {
+        bail!(
+            "pty helper failed: {}",
+            truncate(&String::from_utf8_lossy(&out.stderr), 400)
+        );
+    };
+    if res["timed_out"].as_bool() == Some(true) {
+        bail!("the command under the pty did not finish within {limit} s");
+    }
+    Ok(PtyObs {
+        rc: res["rc"].as_i64().unwrap_or(-1),
+        injected: res["injected"].as_str().unwrap_or("").to_owned(),
+        stdout: std::fs::read(dir.join("stdout")).unwrap_or_default(),
+        stderr: std::fs::read(dir.join("stderr")).unwrap_or_default(),
+        pid: u32::try_from(pid).unwrap_or(0),
+        elapsed,
+    })
+}
+
+fn read_artifact(artifacts: &Path, digest: &str) -> Vec<u8> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    std::fs::read(artifacts.join("sha256").join(hex)).unwrap_or_default()
+}
+
+/// `corral run` exactly as `Ctx::run` builds it, but started under a pty that is corral's
+/// controlling terminal and stdin. Returns the run and what input reached the pty.
+fn run_under_pty(ctx: &mut Ctx, spec: &RunSpec) -> Result<(RunObs, String)> {
+    let dir = ctx.dir.join("pty-run");
+    std::fs::create_dir_all(&dir)?;
+    let (repo, base) = ctx.repo(&spec.repo, &dir.join("repo"))?;
+    let (wu, mut preset) = ctx.documents(spec, &base);
+    let no_vars = BTreeMap::new();
+    let mut argv = vec![ctx.n.clone()];
+    argv.extend(
+        spec.args
+            .iter()
+            .map(|a| ctx.subst(a, "/workspace", &no_vars)),
+    );
+    preset["argv"] = json!(argv);
+    let wu_path = dir.join("work-unit.json");
+    let preset_path = dir.join("preset.json");
+    std::fs::write(&wu_path, serde_json::to_vec_pretty(&wu)?)?;
+    std::fs::write(&preset_path, serde_json::to_vec_pretty(&preset)?)?;
+    let artifacts = dir.join("artifacts");
+    let cmd: Vec<String> = vec![
+        ctx.h.corral.to_string_lossy().into_owned(),
+        "run".into(),
+        "--work-unit".into(),
+        wu_path.to_string_lossy().into_owned(),
+        "--preset".into(),
+        preset_path.to_string_lossy().into_owned(),
+        "--repo".into(),
+        repo.to_string_lossy().into_owned(),
+        "--artifacts".into(),
+        artifacts.to_string_lossy().into_owned(),
+        "--json".into(),
+    ];
+    let scratch = ctx.h.scratch.clone();
+    let env = [
+        ("HOME", scratch.join("home").to_string_lossy().into_owned()),
+        (
+            "XDG_CACHE_HOME",
+            scratch.join("cache").to_string_lossy().into_owned(),
+        ),
+        (
+            "XDG_DATA_HOME",
+            scratch.join("data").to_string_lossy().into_owned(),
+        ),
+    ];
+    let p = pty_exec(&dir.join("io"), spec.wall_seconds + 60, &cmd, &env)?;
+    ctx.supervisors.push(p.pid);
+    let manifest: Value = serde_json::from_slice(&p.stdout).unwrap_or(Value::Null);
+    let log = |k: &str| {
+        manifest["logs"][k]["digest"]
+            .as_str()
+            .map(|d| read_artifact(&artifacts, d))
+            .unwrap_or_default()
+    };
+    let obs = RunObs {
+        exit: i32::try_from(p.rc).unwrap_or(-1),
+        stdout: log("stdout"),
+        stderr: log("stderr"),
+        manifest,
+        corral_stderr: String::from_utf8_lossy(&p.stderr).into_owned(),
+        elapsed: p.elapsed,
+        supervisor_pid: p.pid,
+        peak_rss_kib: 0,
+        repo,
+        artifacts,
+    };
+    if ctx.h.verbose {
+        eprintln!(
+            "[{}] pty run: exit {} {} in {:?}, pty input {:?}\n--- worker output ---\n{}\n--- corral stderr ---\n{}",
+            ctx.id,
+            obs.exit,
+            obs.termination(),
+            obs.elapsed,
+            p.injected,
+            truncate(&obs.output(), 4000),
+            truncate(&obs.corral_stderr, 2000)
+        );
+    }
+    Ok((obs, p.injected))
+}
+
+fn krn_01(ctx: &mut Ctx) -> Result<Verdict> {
+    let spec = RunSpec::new("KRN-01.py");
+    let (run, injected) = run_under_pty(ctx, &spec)?;
+    let mut j = Judge::new();
+    j.require(
+        started(&run),
+        format!("the worker ran ({})", describe(&run)),
+    );
+    for e in ctx.escapes(&run.output()) {
+        j.breach(true, format!("inside the sandbox: {e}"));
+    }
+    j.breach(
+        !injected.is_empty(),
+        format!("the supervisor's pty received input: {injected:?}"),
+    );
+    let out = run.output();
+    j.require(
+        out.contains("TIOCSTI 64-bit fd 0:") && out.contains("/dev/tty:"),
+        "the attack reported every call",
+    );
+    for l in out
+        .lines()
+        .filter(|l| l.starts_with("TIOCSTI fd 0:") || l.starts_with("/dev/tty:"))
+    {
+        j.note(format!("inside: {l}"));
+    }
+
+    // Control: the same script outside, as uid 65534 (root when the host restricts legacy
+    // TIOCSTI to CAP_SYS_ADMIN), with a pty the harness owns as its controlling terminal.
+    let legacy = read_sysctl("/proc/sys/dev/tty/legacy_tiocsti");
+    let mut cmd: Vec<String> = vec!["timeout".into(), "-s".into(), "KILL".into(), "20".into()];
+    if legacy == "1" {
+        cmd.extend(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+            ]
+            .map(String::from),
+        );
+    }
+    cmd.push(
+        ctx.h
+            .attacks
+            .join("KRN-01.py")
+            .to_string_lossy()
+            .into_owned(),
+    );
+    cmd.push(ctx.n.clone());
+    cmd.push("control".into());
+    let ctl = pty_exec(
+        &ctx.dir.join("pty-control"),
+        30,
+        &cmd,
+        &[("LANG", "C.UTF-8".into())],
+    )?;
+    let ctl_out =
+        String::from_utf8_lossy(&ctl.stdout).into_owned() + &String::from_utf8_lossy(&ctl.stderr);
+    if ctx.h.verbose {
+        eprintln!(
+            "[{}] pty control: exit {}, pty input {:?}\n{}",
+            ctx.id,
+            ctl.rc,
+            ctl.injected,
+            truncate(&ctl_out, 4000)
+        );
+    }
+    let ctl_esc = ctx.escapes(&ctl_out);
+    j.control(
+        ctl_esc.iter().any(|e| e.contains("TIOCSTI fd 0 injected")),
+        "outside, TIOCSTI on the controlling pty succeeded",
+    );
+    j.control(
+        ctl_esc.iter().any(|e| e.contains("TIOCSTI 64-bit fd 0")),
+        "outside, the 64-bit TIOCSTI request reached the pty",
+    );
+    j.control(
+        ctl.injected.contains(&format!("touch /tmp/PWN-{}", ctx.n)),
+        format!(
+            "the harness read the control's injected input back from its pty ({:?})",
+            truncate(&ctl.injected, 80)
+        ),
+    );
+    j.note(format!(
+        "host dev.tty.legacy_tiocsti={legacy}; control ran as {}; TIOCLINUX/TIOCCONS/TIOCSETD \
+         are not tried outside (TIOCCONS would redirect the host console)",
+        if legacy == "1" { "uid 65534" } else { "root" }
+    ));
+    Ok(j.verdict())
+}
+
+// ---------------------------------------------------------------------------------------
+// KRN-02
+
+const KRN_02: &str = r#"r, e = must_block("io_uring_setup", 425, 4, "z:120")
+if r >= 0:
+    os.close(r)
+must_block("io_uring_enter", 426, -1, 0, 0, 0, 0, 0)
+must_block("io_uring_register", 427, -1, 0, 0, 0)
+"#;
+
+fn krn_02(ctx: &mut Ctx) -> Result<Verdict> {
+    let spec = RunSpec::new("KRN-02.py");
+    let v = vars([]);
+    let run = ctx.run(&spec, &v)?;
+    let disabled = read_sysctl("/proc/sys/kernel/io_uring_disabled");
+    // 1: only privileged (or io_uring_group) callers may set up a ring: control as root.
+    let how = Control {
+        as_root: disabled == "1",
+        ..Control::default()
+    };
+    let ctl = ctx.control(&spec, &v, &how)?;
+    let mut j = Judge::new();
+    let mut labels = vec!["io_uring_enter returned", "io_uring_register returned"];
+    if disabled == "2" {
+        j.note(
+            "kernel.io_uring_disabled=2: the host refuses io_uring_setup to everyone, so the \
+             filter's refusal of setup cannot be told apart from the host's; the detector is \
+             shown working on io_uring_enter/io_uring_register",
+        );
+    } else {
+        labels.push("io_uring_setup returned");
+    }
+    judge_escapes(ctx, &run, &ctl, &labels, &mut j);
+    j.note(format!(
+        "host kernel.io_uring_disabled={disabled}; control as {}",
+        if how.as_root { "root" } else { "uid 65534" }
+    ));
+    Ok(j.verdict())
+}
+
+// ---------------------------------------------------------------------------------------
+// KRN-03
+
+const KRN_03: &str = r#"import re
+CALLS = [
+    ("userfaultfd(UFFD_USER_MODE_ONLY)", 323, (0x80001,)),
+    ("perf_event_open", 298, ("z:128", 0, -1, -1, 0)),
+    ("bpf(BPF_MAP_CREATE)", 321, (0, "z:128", 128)),
+    ("keyctl(GET_KEYRING_ID user)", 250, (0, -4, 0)),
+    ("open_by_handle_at", 304, (-100, "z:64", 0)),
+    ("init_module", 175, (0, 0, b"")),
+    ("kexec_load", 246, (0, 0, 0, 0)),
+]
+for label, nr, args in CALLS:
+    r, e = must_block(label, nr, *args)
+    if r >= 0 and not label.startswith("keyctl"):
+        os.close(r)
+rc, out = run("perf stat -x, -e task-clock,cycles true")
+for line in out.splitlines():
+    f = line.split(",")
+    if len(f) > 2 and re.match(r"^[0-9.]+$", f[0]):
+        esc(f"perf stat counted: {line}")
+    elif line.strip():
+        say(f"perf stat: {line}")
+"#;
+
+fn krn_03(ctx: &mut Ctx) -> Result<Verdict> {
+    let spec = RunSpec::new("KRN-03.py");
+    let v = vars([]);
+    let run = ctx.run(&spec, &v)?;
+    // Root: several of these are refused to unprivileged callers by the host itself
+    // (unprivileged_bpf_disabled, CAP_DAC_READ_SEARCH, perf_event_paranoid). The arguments
+    // are invalid or zeroed so the kernel fails harmlessly (EINVAL, ENOENT) or hands back a
+    // fd that is closed at once; keyctl only looks up root's existing user keyring.
+    let root = ctx.control(
+        &spec,
+        &v,
+        &Control {
+            as_root: true,
+            ..Control::default()
+        },
+    )?;
+    let mut j = Judge::new();
+    let mut labels = vec![
+        "userfaultfd(UFFD_USER_MODE_ONLY) returned",
+        "perf_event_open returned",
+        "bpf(BPF_MAP_CREATE) returned",
+        "keyctl(GET_KEYRING_ID user) returned",
+        "open_by_handle_at returned",
+        "perf stat counted",
+    ];
+    let mut built_out = Vec::new();
+    match kernel_config("CONFIG_MODULES") {
+        Some(false) => built_out.push("init_module (CONFIG_MODULES is not set)"),
+        _ => labels.push("init_module returned"),
+    }
+    match (
+        kernel_config("CONFIG_KEXEC"),
+        kernel_config("CONFIG_KEXEC_CORE"),
+    ) {
+        (Some(false), Some(false)) => built_out.push("kexec_load (CONFIG_KEXEC is not set)"),
+        _ => labels.push("kexec_load returned"),
+    }
+    judge_escapes(ctx, &run, &root, &labels, &mut j);
+    // The unprivileged view, for the record: which of these the host itself leaves open.
+    let nobody = ctx.control(&spec, &v, &Control::default())?;
+    let open: Vec<String> = ctx
+        .escapes(&nobody.output())
+        .iter()
+        .filter_map(|e| {
+            let rest = e.split_once(' ')?.1;
+            Some(
+                rest.split(" returned")
+                    .next()?
+                    .split(" counted")
+                    .next()?
+                    .to_owned(),
+            )
+        })
+        .collect();
+    j.note(format!(
+        "outside as uid 65534 these reach the kernel: {}",
+        open.join(", ")
+    ));
+    if !built_out.is_empty() {
+        j.note(format!(
+            "built out of this kernel (ENOSYS even for host root, so the filter's EPERM \
+             cannot be checked against a reachable call): {}",
+            built_out.join("; ")
+        ));
+    }
+    j.note(format!(
+        "host: unprivileged_bpf_disabled={}, perf_event_paranoid={}, unprivileged_userfaultfd={}",
+        read_sysctl("/proc/sys/kernel/unprivileged_bpf_disabled"),
+        read_sysctl("/proc/sys/kernel/perf_event_paranoid"),
+        read_sysctl("/proc/sys/vm/unprivileged_userfaultfd")
+    ));
+    Ok(j.verdict())
+}
+
+// ---------------------------------------------------------------------------------------
+// KRN-04
+
+const KRN_04: &str = r#"# The attack is a C program (below). `KRN-04.sh N --compile OUT` compiles it (the harness
+# does that outside and runs OUT as the preset's executable); without --compile the script
+# compiles it into $TMPDIR and runs it.
+SRC=$(cat <<'EOF'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *N;
+static unsigned *a;
+
+static long ia32(long nr, long b, long c, long d, long s) {
+    long r;
+    asm volatile("int $0x80" : "=a"(r) : "a"(nr), "b"(b), "c"(c), "d"(d), "S"(s) : "memory");
+    return r;
+}
+
+/* Each call in its own child: a filter that kills (SIGSYS) ends only that child. */
+static void probe(const char *label, int which) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        long r = 0;
+        switch (which) {
+        case 0: r = ia32(20, 0, 0, 0, 0); break;                 /* ia32 getpid */
+        case 1: r = ia32(102, 1, (long)a, 0, 0); break;          /* socketcall(SOCKET, AF_UNIX) */
+        case 2: r = ia32(359, 1, 1, 0, 0); break;                /* ia32 socket(AF_UNIX) */
+        case 3: r = ia32(310, 0x10000000, 0, 0, 0); break;       /* unshare(CLONE_NEWUSER) */
+        case 4: r = ia32(26, 16, 1, 0, 0); break;                /* ptrace(ATTACH, 1) */
+        case 5: r = syscall(0x40000000 | 41, 1, 1, 0);           /* x32 socket(AF_UNIX) */
+                if (r < 0) r = -errno; break;
+        case 6: r = syscall(0x40000000 | 272, 0x10000000);       /* x32 unshare(NEWUSER) */
+                if (r < 0) r = -errno; break;
+        }
+        if (r >= 0 || (r != -EPERM && r != -ENOSYS && r != -EACCES))
+            printf("ESC-%s %s returned %ld (%s)\n", N, label, r, r < 0 ? strerror(-r) : "OK");
+        else
+            printf("%s: %ld (%s)\n", label, r, strerror(-r));
+        fflush(stdout);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    if (WIFSIGNALED(st))
+        printf("%s: killed by signal %d%s\n", label, WTERMSIG(st),
+               WTERMSIG(st) == SIGSYS ? " (SIGSYS)" : "");
+}
+
+int main(int argc, char **argv) {
+    N = argc > 1 ? argv[1] : "?";
+    struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    a = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+    if (a == MAP_FAILED) { perror("mmap"); return 1; }
+    a[0] = 1; a[1] = 1; a[2] = 0;
+    probe("ia32 getpid", 0);
+    probe("ia32 socketcall(AF_UNIX)", 1);
+    probe("ia32 socket(AF_UNIX)", 2);
+    probe("ia32 unshare(NEWUSER)", 3);
+    probe("ia32 ptrace(ATTACH,1)", 4);
+    probe("x32 socket(AF_UNIX)", 5);
+    probe("x32 unshare(NEWUSER)", 6);
+    printf("done\n");
+    return 0;
+}
+EOF
+)
+if [ "$1" = "--compile" ]; then
+    printf '%s\n' "$SRC" | gcc -O0 -x c -o "$2" - || exit 1
+    exit 0
+fi
+out="${TMPDIR:-/tmp}/krn04-$N"
+printf '%s\n' "$SRC" | gcc -O0 -x c -o "$out" - && exec "$out" "$N"
+"#;
+
+fn krn_04(ctx: &mut Ctx) -> Result<Verdict> {
+    if kernel_config("CONFIG_IA32_EMULATION") == Some(false)
+        && kernel_config("CONFIG_X86_X32_ABI") != Some(true)
+    {
+        return Ok(Verdict::not_applicable(
+            "the host kernel has neither IA32 emulation nor the x32 ABI: there is no second \
+             syscall ABI to sidestep the filter with",
+        ));
+    }
+    let (gcc, ver) = sh("gcc --version");
+    if !gcc {
+        bail!("gcc is not installed (scripts/setup.sh installs build-essential): {ver}");
+    }
+    // Compile the fixture's C program outside, then ship the binary as the executable.
+    let bin = ctx.dir.join("krn04");
+    let st = Command::new("sh")
+        .arg(ctx.h.attacks.join("KRN-04.sh"))
+        .arg(&ctx.n)
+        .arg("--compile")
+        .arg(&bin)
+        .status()
+        .context("compiling KRN-04")?;
+    if !st.success() {
+        bail!("compiling the KRN-04 program failed");
+    }
+    let name = format!("KRN-04-{}.bin", ctx.n);
+    let shipped: PathBuf = ctx.h.attacks.join(&name);
+    std::fs::copy(&bin, &shipped)?;
+    set_mode(&shipped, 0o755)?;
+    let s2 = shipped.clone();
+    ctx.on_cleanup(move || {
+        let _ = std::fs::remove_file(s2);
+    });
+    let spec = RunSpec::new(&name);
+    let v = vars([]);
+    let run = ctx.run(&spec, &v)?;
+    let ctl = ctx.control(&spec, &v, &Control::default())?;
+    let mut j = Judge::new();
+    let ia32 = read_sysctl("/proc/sys/abi/ia32") != "0"; // absent on most kernels: enabled
+    let boot = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    let ia32_on = kernel_config("CONFIG_IA32_EMULATION") != Some(false)
+        && !boot.contains("ia32_emulation=0")
+        && !boot.contains("ia32_emulation=false")
+        && ia32;
+    let mut labels = Vec::new();
+    if ia32_on {
+        labels.extend(["ia32 getpid returned", "ia32 socketcall(AF_UNIX) returned"]);
+    } else {
+        j.note("ia32 emulation is disabled on this host: the ia32 part has no control");
+    }
+    if kernel_config("CONFIG_X86_X32_ABI") == Some(true) {
+        labels.push("x32 socket(AF_UNIX) returned");
+    } else {
+        j.note(
+            "the host kernel has no x32 ABI (CONFIG_X86_X32_ABI is not set): x32 calls are \
+             ENOSYS outside too",
+        );
+    }
+    judge_escapes(ctx, &run, &ctl, &labels, &mut j);
+    let out = run.output();
+    j.require(out.contains("done"), "the attack ran to its end");
+    // Every probe must show a refusal: killed by SIGSYS or a refusing errno. Anything else
+    // (another signal, a missing line) means the attack did not test what it claims.
+    let probes: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("ia32 ") || l.starts_with("x32 "))
+        .collect();
+    j.require(
+        probes.len() == 7,
+        format!("the attack reported all 7 probes ({})", probes.len()),
+    );
+    for l in &probes {
+        let refused = l.ends_with("(SIGSYS)")
+            || [": -1 (", ": -38 (", ": -13 ("]
+                .iter()
+                .any(|e| l.contains(e));
+        j.require(refused, format!("inside, a probe shows a refusal: {l}"));
+    }
+    let killed = out.lines().filter(|l| l.contains("(SIGSYS)")).count();
+    j.note(format!(
+        "inside: {killed} ia32 call(s) killed by SIGSYS; {}",
+        out.lines()
+            .filter(|l| l.starts_with("x32"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ));
+    Ok(j.verdict())
+}
+
+// ---------------------------------------------------------------------------------------
+// KRN-05
+
+const KRN_05: &str = r#"must_block("unshare(CLONE_NEWUSER|1<<40)", 272, 0x10010000000)
+must_block("clone3", 435, 0, 0)
+must_block("setns", 308, -1, 0)
+r, e = must_block("open_tree", 428, -100, b"/", 0)
+if r >= 0:
+    os.close(r)
+must_block("mount_setattr", 442, -1, b"", 0, 0, 0)
+must_block("unshare(CLONE_NEWNS|1<<32)", 272, 0x100020000)
+# Last: outside, this one succeeds and moves the control into a new user namespace.
+must_block("unshare(CLONE_NEWUSER)", 272, 0x10000000)
+"#;
+
+fn krn_05(ctx: &mut Ctx) -> Result<Verdict> {
+    let spec = RunSpec::new("KRN-05.py");
+    let v = vars([]);
+    let run = ctx.run(&spec, &v)?;
+    let ctl = ctx.control(&spec, &v, &Control::default())?;
+    let mut j = Judge::new();
+    judge_escapes(
+        ctx,
+        &run,
+        &ctl,
+        &[
+            "unshare(CLONE_NEWUSER|1<<40) returned",
+            "clone3 returned",
+            "setns returned",
+            "open_tree returned",
+            "mount_setattr returned",
+            "unshare(CLONE_NEWNS|1<<32) returned",
+            "unshare(CLONE_NEWUSER) returned",
+        ],
+        &mut j,
+    );
+    // clone3 may only be ENOSYS (its flags are in a struct the filter cannot read).
+    for l in run.output().lines() {
+        if l.starts_with("clone3:") && !l.contains("ENOSYS") {
+            j.note(format!("inside: {l} (expected ENOSYS)"));
+        }
+        let refused_other = ["unshare", "setns", "open_tree", "mount_setattr"]
+            .iter()
+            .any(|p| l.starts_with(p))
+            && !l.contains("EPERM")
+            && !l.contains("ESC-");
+        if refused_other {
+            j.note(format!(
+                "inside: {l} (refused, but the filter answers EPERM)"
+            ));
+        }
+    }
+    Ok(j.verdict())
+}
+
+// ---------------------------------------------------------------------------------------
+// KRN-06
+
+const KRN_06: &str = r#"FAMS = [3, 4, 5, 6, 9, 11, 12, 19, 20, 21, 23, 24, 26, 27, 29, 30, 31, 33, 34, 35,
+        36, 37, 39, 41, 42, 43, 44, 45]
+for af in FAMS:
+    row = []
+    for t in (1, 2, 3, 5):
+        try:
+            s = socket.socket(af, t)
+            s.close()
+            esc(f"af={af} t={t} OK")
+            row.append(f"t{t}=OK")
+        except OSError as ex:
+            row.append(f"t{t}={ename(ex.errno)}")
+    say(f"RES af={af} " + " ".join(row))
+# Inside the policy (AF_INET), but the protocols are autoloaded modules on most kernels.
+for label, args in (("DCCP socket(2,6,0)", (2, 6, 0)), ("SCTP socket(2,1,132)", (2, 1, 132))):
+    try:
+        socket.socket(*args).close()
+        say(f"INET {label}: OK")
+    except OSError as ex:
+        say(f"INET {label}: {ename(ex.errno)}")
+"#;
+
+fn res_lines(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("RES "))
+        .filter_map(|l| l.split_once(' '))
+        .flat_map(|(af, row)| {
+            row.split_whitespace()
+                .filter_map(|c| c.split_once('='))
+                .map(|(t, r)| (format!("{af} {t}"), r.to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn krn_06(ctx: &mut Ctx) -> Result<Verdict> {
+    let spec = RunSpec::new("KRN-06.py");
+    let v = vars([]);
+    let run = ctx.run(&spec, &v)?;
+    // Root outside: creating (and closing at once) a socket is harmless, and shows the
+    // families this kernel really has.
+    let ctl: CtlObs = ctx.control(
+        &spec,
+        &v,
+        &Control {
+            as_root: true,
+            ..Control::default()
+        },
+    )?;
+    let mut j = Judge::new();
+    j.require(
+        started(&run),
+        format!("the worker ran ({})", describe(&run)),
+    );
+    for e in ctx.escapes(&run.output()) {
+        j.breach(true, format!("inside the sandbox: {e}"));
+    }
+    let inside = res_lines(&run.output());
+    let outside = res_lines(&ctl.output());
+    j.require(
+        inside.len() == 28 * 4,
+        format!("the attack reported all 112 calls ({})", inside.len()),
+    );
+    let ok_outside: Vec<&String> = outside
+        .iter()
+        .filter(|(_, r)| *r == "OK")
+        .map(|(k, _)| k)
+        .collect();
+    let differ = inside
+        .iter()
+        .filter(|(k, r)| outside.get(*k).is_some_and(|o| o != *r))
+        .count();
+    j.control(
+        !ok_outside.is_empty() || differ > 0,
+        "outside (root) some family opens or answers differently than inside",
+    );
+    let inside_errnos: BTreeSet<&String> = inside.values().collect();
+    let outside_errnos: BTreeSet<&String> = outside.values().collect();
+    j.note(format!(
+        "inside answers {:?}; outside {:?}; opened outside: {}; {differ} of {} calls answer \
+         differently",
+        inside_errnos,
+        outside_errnos,
+        ok_outside
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        inside.len()
+    ));
+    for l in run.output().lines().filter(|l| l.starts_with("INET ")) {
+        j.note(format!("inside (AF_INET, in policy): {}", &l[5..]));
+    }
+    if !Path::new("/proc/modules").exists() {
+        j.note(
+            "this kernel has no loadable modules (no /proc/modules, CONFIG_MODULES unset): no \
+             autoload is possible here; the filter's refusal is what is tested",
+        );
+    }
+    Ok(j.verdict())
 }
