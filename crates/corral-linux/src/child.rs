@@ -163,6 +163,11 @@ pub struct Plan {
     pub binds: Vec<(CString, CString)>,
     pub proc_target: CString,
     pub proc_read_only: Vec<CString>,
+    /// `/proc` files that leak host state the namespaces do not cover (the kernel keyring
+    /// is not namespaced: `/proc/keys` lists every key the sandbox uid can view, host keys of
+    /// uid 65534 included). `/dev/null` is bound over each.
+    pub proc_masked: Vec<CString>,
+    pub dev_null: CString,
     pub devpts_target: CString,
     pub devpts_options: CString,
     pub workspace: CString,
@@ -454,6 +459,14 @@ pub unsafe fn init_main(p: &Plan) -> ! {
                 Stage::ProcReadOnly,
                 remount_ro(path, libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC)
             );
+        }
+        for path in &p.proc_masked {
+            if bind(&p.dev_null, path, 0) < 0 {
+                if errno() == libc::ENOENT {
+                    continue;
+                }
+                fail(p.err_tx, Stage::ProcReadOnly, errno());
+            }
         }
         check!(
             p,

@@ -59,8 +59,16 @@ pub const TIOCSTI: u32 = 0x5412;
 pub const TIOCLINUX: u32 = 0x541C;
 pub const TIOCCONS: u32 = 0x541D;
 pub const TIOCSETD: u32 = 0x5423;
-/// Socket families the worker may create: AF_UNIX, AF_INET, AF_INET6.
-pub const ALLOWED_FAMILIES: &[u32] = &[1, 2, 10];
+/// Socket families the worker may create with `socket()`: AF_INET, AF_INET6 (its own
+/// loopback, and the egress proxy in allowlist mode). Not AF_UNIX: `connect()` on a pathname
+/// socket is not stopped by a read-only mount, and neither Landlock (ABI 7 scopes only abstract
+/// sockets) nor a filter (the path is behind a pointer) can check the path, so a host service
+/// whose socket file lies under a folder the sandbox sees read-only would be reachable
+/// (adversarial case NET-05). ADR-0011.
+pub const ALLOWED_FAMILIES: &[u32] = &[2, 10];
+/// Families for `socketpair()`: AF_UNIX only (connected pairs reach nothing outside; programs
+/// use them for their own children's stdio and IPC).
+pub const SOCKETPAIR_FAMILIES: &[u32] = &[1];
 
 /// When a rule denies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +230,7 @@ pub const RULES: &[Rule] = &[
         aarch64: Some(199),
         cond: Cond::ArgNotIn {
             arg: 0,
-            allowed: ALLOWED_FAMILIES,
+            allowed: SOCKETPAIR_FAMILIES,
         },
         errno: EPERM,
     },
@@ -452,12 +460,14 @@ mod tests {
             "fork-like clone"
         );
         assert_eq!(run(A, 220, [17, 0, 0, 0, 0, 0]), SECCOMP_RET_ALLOW);
-        // ioctl TCGETS, socket AF_INET/AF_UNIX/AF_INET6
+        // ioctl TCGETS, socket AF_INET/AF_INET6, socketpair AF_UNIX
         assert_eq!(run(X, 16, [0, 0x5401, 0, 0, 0, 0]), SECCOMP_RET_ALLOW);
-        for fam in [1u64, 2, 10] {
+        for fam in [2u64, 10] {
             assert_eq!(run(X, 41, [fam, 1, 0, 0, 0, 0]), SECCOMP_RET_ALLOW);
             assert_eq!(run(A, 198, [fam, 1, 0, 0, 0, 0]), SECCOMP_RET_ALLOW);
         }
+        assert_eq!(run(X, 53, [1, 1, 0, 0, 0, 0]), SECCOMP_RET_ALLOW);
+        assert_eq!(run(A, 199, [1, 1, 0, 0, 0, 0]), SECCOMP_RET_ALLOW);
     }
 
     #[test]
@@ -505,6 +515,11 @@ mod tests {
 
     #[test]
     fn socket_families_are_an_allowlist_on_32_bits() {
+        // AF_UNIX sockets: a pathname connect cannot be checked (NET-05).
+        assert_eq!(run(X, 41, [1, 1, 0, 0, 0, 0]), EPERM_RET, "socket(AF_UNIX)");
+        assert_eq!(run(A, 198, [1, 2, 0, 0, 0, 0]), EPERM_RET, "socket(AF_UNIX)");
+        assert_eq!(run(X, 41, [1 | (1 << 32), 1, 0, 0, 0, 0]), EPERM_RET);
+        assert_eq!(run(X, 53, [2, 1, 0, 0, 0, 0]), EPERM_RET, "socketpair(AF_INET)");
         for fam in [
             16u64, /* netlink */
             17,    /* packet */

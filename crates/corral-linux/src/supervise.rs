@@ -59,6 +59,18 @@ impl Default for LinuxConfig {
 
 pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 pub const SANDBOX_HOME: &str = "/home/corral";
+
+/// `/proc` files masked with `/dev/null` in the sandbox: the kernel keyring is not namespaced
+/// (`keys`, `key-users` list what the sandbox uid can view on the host), and the rest expose
+/// host-wide timers, scheduler and kernel memory state (adversarial case CRED-06).
+pub const PROC_MASKED: &[&str] = &[
+    "keys",
+    "key-users",
+    "timer_list",
+    "sched_debug",
+    "kcore",
+    "latency_stats",
+];
 pub const SANDBOX_TMP: &str = "/tmp";
 const ATTACH: &str = "/tmp";
 const NEW_ROOT: &str = "/tmp/root";
@@ -864,6 +876,11 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
             .iter()
             .map(|p| cstring(&format!("{NEW_ROOT}/proc/{p}")))
             .collect::<Result<_, _>>()?,
+        proc_masked: PROC_MASKED
+            .iter()
+            .map(|p| cstring(&format!("{NEW_ROOT}/proc/{p}")))
+            .collect::<Result<_, _>>()?,
+        dev_null: cstring(&format!("{NEW_ROOT}/dev/null"))?,
         devpts_target: cstring(&format!("{NEW_ROOT}/dev/pts"))?,
         devpts_options: cstring("newinstance,ptmxmode=0666,mode=0620")?,
         workspace: cstring("/workspace")?,

@@ -210,6 +210,30 @@ fn host_secrets_and_home_are_invisible() {
 }
 
 #[test]
+fn host_keyring_listing_is_masked() {
+    // The kernel keyring is not namespaced: without the mask, /proc/keys inside lists what
+    // uid 65534 can view on the host (CRED-06). Positive control: as root on the host the
+    // same file lists at least the session keyring this test process just joined.
+    let host = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import ctypes;l=ctypes.CDLL(None);l.syscall(250,1,None);print(open('/proc/keys').read())",
+        ])
+        .output()
+        .unwrap();
+    let host = text(&host.stdout);
+    assert!(host.contains("keyring"), "control: host /proc/keys lists keyrings: {host}");
+    let ws = Workspace::new("keys");
+    let o = Case::sh("for f in keys key-users timer_list; do echo \"$f:$(wc -c < /proc/$f)\"; done")
+        .run(&ws);
+    let out = text(&o.stdout.bytes);
+    for f in ["keys", "key-users", "timer_list"] {
+        assert!(out.contains(&format!("{f}:0")), "/proc/{f} must be empty: {out}");
+    }
+    assert_gone(&o);
+}
+
+#[test]
 fn no_file_descriptor_leaks_into_the_worker() {
     let ws = Workspace::new("fds");
     let o = Case::attack(&["fds"]).run(&ws);
@@ -378,6 +402,41 @@ fn host_abstract_unix_socket_is_unreachable() {
         .unwrap();
     assert!(
         text(&ctl.stdout).contains("CONNECTED"),
+        "control: {}",
+        text(&ctl.stdout)
+    );
+    assert_gone(&o);
+}
+
+#[test]
+fn host_socket_file_under_a_read_only_folder_is_unreachable() {
+    // NET-05: a read-only bind does not stop connect(2) on a socket file, so the filter
+    // refuses socket(AF_UNIX) (socketpair stays allowed). The socket sits under /usr/lib,
+    // which the sandbox sees read-only.
+    use std::os::unix::fs::PermissionsExt as _;
+    let ws = Workspace::new("unixpath");
+    let path = format!("/usr/lib/corral-test-{}.sock", std::process::id());
+    let _ = std::fs::remove_file(&path);
+    let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let o = Case::sh(&format!(
+        "ls -l {path}; /usr/bin/python3 -c \"import socket,os\na,b=socket.socketpair();a.send(b'p');print('PAIR',b.recv(1))\ntry:\n s=socket.socket(socket.AF_UNIX);s.connect('{path}');print('CONNECTED')\nexcept OSError as e: print('FAILED',e.errno)\""
+    ))
+    .run(&ws);
+    let out = text(&o.stdout.bytes);
+    let inside = l.accept().is_ok();
+    let ctl = std::process::Command::new(attack_bin())
+        .args(["unix", &path])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(out.contains("corral-test-"), "the socket file is visible: {out}");
+    assert!(out.contains("PAIR b'p'"), "socketpair works: {out}");
+    assert!(out.contains(&format!("FAILED {}", libc::EPERM)), "{out}");
+    assert!(!inside, "the host listener saw a connection from the sandbox");
+    assert!(
+        text(&ctl.stdout).contains("CONNECTED") && l.accept().is_ok(),
         "control: {}",
         text(&ctl.stdout)
     );

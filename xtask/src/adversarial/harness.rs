@@ -613,8 +613,10 @@ impl<'h> Ctx<'h> {
         let mut cmd = match &spec.netns {
             None => Command::new(&self.h.corral),
             Some((ns, resolv)) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]);
+                // nsenter, not `ip netns exec`: the latter remounts /sys in a new mount
+                // namespace, which hides the cgroup v1 hierarchies corral needs.
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net=/run/netns/{ns}"));
                 match resolv {
                     Some(r) => {
                         // A private mount namespace so the bind never touches the host's.
