@@ -43,6 +43,36 @@ fn is_invisible(c: char) -> bool {
         | '\u{FFA0}' | '\u{FFF0}'..='\u{FFFB}' | '\u{E0000}'..='\u{E0FFF}')
 }
 
+/// Path components (files or folders) that execute code or change tools' behaviour when a
+/// shell, editor, package manager, git or an agent merely opens the folder (CAP-13; the
+/// "dangerous files" of sandbox-runtime's mandatory deny list and their kin).
+pub const EXECUTES_LATER: &[&str] = &[
+    ".bash_login",
+    ".bash_profile",
+    ".bashrc",
+    ".claude",
+    ".cursor",
+    ".devcontainer",
+    ".envrc",
+    ".gitattributes",
+    ".gitconfig",
+    ".gitmodules",
+    ".husky",
+    ".idea",
+    ".mcp.json",
+    ".npmrc",
+    ".pre-commit-config.yaml",
+    ".profile",
+    ".pypirc",
+    ".ripgreprc",
+    ".vscode",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".zprofile",
+    ".zshenv",
+    ".zshrc",
+];
+
 /// The scope a capture enforces.
 #[derive(Debug, Clone, Copy)]
 pub struct Scope<'a> {
@@ -66,6 +96,41 @@ impl Scope<'_> {
                 Some(path.as_str().to_owned()),
                 "changed path is not inside any allowed_paths entry",
             ));
+        } else {
+            self.check_executes_later(path, out);
+        }
+    }
+
+    /// A path inside the scope that names a file or folder tools execute or obey just by
+    /// opening the folder (`.npmrc`, `.envrc`, `.vscode/`, ...) is rejected unless an
+    /// `allowed_paths` entry names it literally: a glob or a parent folder is not enough
+    /// (CAP-13: the scope policy has no escape hatch through config files).
+    fn check_executes_later(&self, path: &RepoPath, out: &mut Vec<Rejection>) {
+        let mut prefix = String::new();
+        for c in path.components() {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(c);
+            if EXECUTES_LATER.contains(&c) {
+                let named = self.allowed.iter().any(|p| {
+                    p.is_literal() && {
+                        let s = p.as_str().trim_end_matches('/');
+                        s == prefix || s == path.as_str()
+                    }
+                });
+                if !named {
+                    out.push(Rejection::new(
+                        ReasonCode::PathProtected,
+                        Some(path.as_str().to_owned()),
+                        format!(
+                            "{c:?} makes tools run code or change behaviour when they open the \
+                             folder; allowed only when allowed_paths names {prefix:?} exactly"
+                        ),
+                    ));
+                }
+                return;
+            }
         }
     }
 
@@ -190,6 +255,37 @@ mod tests {
 
     fn pats(v: &[&str]) -> Vec<PathPattern> {
         v.iter().map(|s| PathPattern::new(s).unwrap()).collect()
+    }
+
+    #[test]
+    fn files_that_execute_later_need_an_exact_entry() {
+        let codes = |allowed: &[&str], path: &str| {
+            let allowed = pats(allowed);
+            let scope = Scope {
+                allowed: &allowed,
+                forbidden: &[],
+            };
+            let mut out = Vec::new();
+            scope.check_changed(path.as_bytes(), &mut out);
+            out.iter().map(|r| r.code).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            codes(&["src/"], "src/.npmrc"),
+            vec![ReasonCode::PathProtected]
+        );
+        assert_eq!(
+            codes(&["src/*"], "src/.npmrc"),
+            vec![ReasonCode::PathProtected]
+        );
+        assert_eq!(
+            codes(&["src/"], "src/.vscode/tasks.json"),
+            vec![ReasonCode::PathProtected]
+        );
+        assert!(codes(&["src/", "src/.npmrc"], "src/.npmrc").is_empty());
+        assert!(codes(&["src/", "src/.vscode/"], "src/.vscode/tasks.json").is_empty());
+        assert!(codes(&["src/"], "src/npmrc.txt").is_empty());
+        assert!(codes(&["src/"], "src/app.py").is_empty());
+        assert_eq!(codes(&["src/"], ".npmrc"), vec![ReasonCode::PathOutOfScope]);
     }
 
     #[test]

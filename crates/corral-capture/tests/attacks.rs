@@ -185,7 +185,8 @@ fn cap_01_02_03_nothing_runs() {
     fs::write(ovl.m(".gitattributes"), "* filter=x diff=x\n").unwrap();
     fs::write(ovl.m("src/new.bin"), b"\0\x01binary").unwrap();
     ovl.unmount();
-    let r = capture_upper(&canon, &ovl.upper, &["*"], &[], 1 << 20);
+    // `.gitattributes` changes git's behaviour: it is in scope only when named exactly.
+    let r = capture_upper(&canon, &ovl.upper, &["*", ".gitattributes"], &[], 1 << 20);
     assert!(r.rejections.is_empty(), "{:?}", r.rejections);
     let patch = String::from_utf8(r.patch.clone().unwrap()).unwrap();
     assert!(patch.contains("+print('changed')"), "{patch}");
@@ -746,8 +747,46 @@ fn cap_13_exec_later_files_need_exact_scope() {
         assert!(has(&r, ReasonCode::PathOutOfScope, p), "{p}");
     }
     assert!(has(&r, ReasonCode::PathForbidden, "src/.npmrc"));
-    // Named exactly by the scope, such a file is accepted.
+    // A glob or a parent folder is not enough for files that run code later ...
     let r = capture_upper(&canon, &ovl.upper, &["*"], &[], 1 << 20);
+    for p in [
+        ".envrc",
+        ".vscode/tasks.json",
+        ".idea/workspace.xml",
+        ".pre-commit-config.yaml",
+        ".gitattributes",
+        ".gitmodules",
+        ".mcp.json",
+        ".claude/commands/x.md",
+        ".bashrc",
+        ".gitconfig",
+        ".ripgreprc",
+        "src/.npmrc",
+    ] {
+        assert!(
+            has(&r, ReasonCode::PathProtected, p),
+            "{p}: {:?}",
+            r.rejections
+        );
+    }
+    assert!(!has(&r, ReasonCode::PathProtected, "Makefile"));
+    // ... named exactly by the scope, such a file is accepted.
+    let exact = [
+        "*",
+        ".envrc",
+        ".vscode/",
+        ".idea",
+        ".pre-commit-config.yaml",
+        ".gitattributes",
+        ".gitmodules",
+        ".mcp.json",
+        ".claude/",
+        ".bashrc",
+        ".gitconfig",
+        ".ripgreprc",
+        "src/.npmrc",
+    ];
+    let r = capture_upper(&canon, &ovl.upper, &exact, &[], 1 << 20);
     assert!(r.rejections.is_empty(), "{:?}", r.rejections);
 }
 

@@ -517,9 +517,17 @@ mod tests {
     fn socket_families_are_an_allowlist_on_32_bits() {
         // AF_UNIX sockets: a pathname connect cannot be checked (NET-05).
         assert_eq!(run(X, 41, [1, 1, 0, 0, 0, 0]), EPERM_RET, "socket(AF_UNIX)");
-        assert_eq!(run(A, 198, [1, 2, 0, 0, 0, 0]), EPERM_RET, "socket(AF_UNIX)");
+        assert_eq!(
+            run(A, 198, [1, 2, 0, 0, 0, 0]),
+            EPERM_RET,
+            "socket(AF_UNIX)"
+        );
         assert_eq!(run(X, 41, [1 | (1 << 32), 1, 0, 0, 0, 0]), EPERM_RET);
-        assert_eq!(run(X, 53, [2, 1, 0, 0, 0, 0]), EPERM_RET, "socketpair(AF_INET)");
+        assert_eq!(
+            run(X, 53, [2, 1, 0, 0, 0, 0]),
+            EPERM_RET,
+            "socketpair(AF_INET)"
+        );
         for fam in [
             16u64, /* netlink */
             17,    /* packet */

@@ -222,13 +222,20 @@ fn host_keyring_listing_is_masked() {
         .output()
         .unwrap();
     let host = text(&host.stdout);
-    assert!(host.contains("keyring"), "control: host /proc/keys lists keyrings: {host}");
+    assert!(
+        host.contains("keyring"),
+        "control: host /proc/keys lists keyrings: {host}"
+    );
     let ws = Workspace::new("keys");
-    let o = Case::sh("for f in keys key-users timer_list; do echo \"$f:$(wc -c < /proc/$f)\"; done")
-        .run(&ws);
+    let o =
+        Case::sh("for f in keys key-users timer_list; do echo \"$f:$(wc -c < /proc/$f)\"; done")
+            .run(&ws);
     let out = text(&o.stdout.bytes);
     for f in ["keys", "key-users", "timer_list"] {
-        assert!(out.contains(&format!("{f}:0")), "/proc/{f} must be empty: {out}");
+        assert!(
+            out.contains(&format!("{f}:0")),
+            "/proc/{f} must be empty: {out}"
+        );
     }
     assert_gone(&o);
 }
@@ -431,10 +438,16 @@ fn host_socket_file_under_a_read_only_folder_is_unreachable() {
         .output()
         .unwrap();
     let _ = std::fs::remove_file(&path);
-    assert!(out.contains("corral-test-"), "the socket file is visible: {out}");
+    assert!(
+        out.contains("corral-test-"),
+        "the socket file is visible: {out}"
+    );
     assert!(out.contains("PAIR b'p'"), "socketpair works: {out}");
     assert!(out.contains(&format!("FAILED {}", libc::EPERM)), "{out}");
-    assert!(!inside, "the host listener saw a connection from the sandbox");
+    assert!(
+        !inside,
+        "the host listener saw a connection from the sandbox"
+    );
     assert!(
         text(&ctl.stdout).contains("CONNECTED") && l.accept().is_ok(),
         "control: {}",

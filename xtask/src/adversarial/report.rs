@@ -30,7 +30,7 @@ pub fn print_table(results: &[CaseResult]) {
             "{:<12} {:<5} {:<44} {:<15} {:>5.1}s",
             r.id,
             r.category,
-            super::harness::truncate(&r.guarantee, 43),
+            super::harness::truncate(&r.guarantee, 41),
             r.outcome.name(),
             r.seconds
         );

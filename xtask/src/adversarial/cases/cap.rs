@@ -1268,16 +1268,19 @@ fn cap_12(ctx: &mut Ctx) -> Result<Verdict> {
             return Ok(j.verdict());
         }
     };
-    expect(
-        &mut j,
-        &run,
-        &[
-            ("capture_limit", "src/sparse.bin"),
-            ("capture_limit", "src/big.bin"),
-            ("special_file", "src/pipe"),
-            ("special_file", "src/sock"),
-        ],
-    );
+    let mut want = vec![
+        ("capture_limit", "src/sparse.bin"),
+        ("capture_limit", "src/big.bin"),
+        ("special_file", "src/pipe"),
+    ];
+    // The filter refuses socket(AF_UNIX) (NET-05), so the socket file usually cannot be
+    // made; when it was, it must be rejected too.
+    if run.out().contains("OK socket src/sock") {
+        want.push(("special_file", "src/sock"));
+    } else {
+        j.note("socket(AF_UNIX) refused inside: no socket file to capture");
+    }
+    expect(&mut j, &run, &want);
     j.breach(
         run.elapsed > Duration::from_secs(25),
         format!("capture was not bounded: {}", describe(&run)),
@@ -1368,17 +1371,14 @@ fn cap_13(ctx: &mut Ctx) -> Result<Verdict> {
         .filter(|(_, p)| p == "src/.npmrc")
         .map(|(c, _)| c)
         .collect::<Vec<_>>();
-    j.note(format!(
-        "src/.npmrc (inside the granted scope src/): {}",
-        if npmrc.is_empty() {
-            "not rejected: corral treats a file inside allowed_paths as in scope; no \
-             dangerous-file flag exists in the manifest (the candidate is only a candidate: \
-             authority candidate_only)"
-                .to_owned()
-        } else {
-            format!("rejected with {npmrc:?}")
-        }
-    ));
+    // Inside the granted scope, a file that runs code later still needs an exact entry.
+    j.breach(
+        !npmrc.iter().any(|c| c == "path_protected"),
+        format!(
+            "src/.npmrc (inside the granted scope src/, not named exactly) was not rejected as \
+             path_protected: {npmrc:?}"
+        ),
+    );
     j.note(format!("rejections: {}", fmt_rej(&run)));
     // Control: outside, the attack really creates every file (the naive listing shows them).
     let m = marks(ctx)?.join("x");

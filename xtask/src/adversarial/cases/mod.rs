@@ -95,6 +95,7 @@ pub fn describe(run: &RunObs) -> String {
 }
 
 /// The 76 case ids of `../shared/threats/adversarial-corpus.md`, in its order.
+#[cfg(test)]
 pub const CORPUS_IDS: [&str; 76] = [
     "NET-01",
     "NET-02",
