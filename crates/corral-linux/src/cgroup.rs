@@ -372,6 +372,12 @@ pub trait CgroupOps {
     fn oom_kills(&self) -> io::Result<u64>;
     /// Kills every task (v2 `cgroup.kill`; v1 freeze, SIGKILL each, thaw).
     fn kill_all(&self) -> io::Result<()>;
+    /// Ends a run that is over its budget at once: SIGKILL to every task (v2 `cgroup.kill`,
+    /// v1 each listed task), then lift the CPU bandwidth limit so the dying tasks are
+    /// scheduled and exit now, instead of each waiting for the next quota period (a group at
+    /// its CPU quota otherwise keeps spinning for a period or more after the kill: RES-CPU-01).
+    /// The tasks already hold SIGKILL when the limit goes, so none runs user code again.
+    fn end_now(&self) -> io::Result<()>;
     /// Does the group still hold a task?
     fn populated(&self) -> io::Result<bool>;
     /// Kills, waits for the group to empty and removes it.
@@ -417,6 +423,9 @@ impl CgroupOps for RunCgroup {
     }
     fn kill_all(&self) -> io::Result<()> {
         self.ops().kill_all()
+    }
+    fn end_now(&self) -> io::Result<()> {
+        self.ops().end_now()
     }
     fn populated(&self) -> io::Result<bool> {
         self.ops().populated()
@@ -488,6 +497,10 @@ impl CgroupOps for V2Group {
     }
     fn kill_all(&self) -> io::Result<()> {
         write_file(&self.dir.join("cgroup.kill"), "1")
+    }
+    fn end_now(&self) -> io::Result<()> {
+        self.kill_all()?;
+        write_file(&self.dir.join("cpu.max"), "max")
     }
     fn populated(&self) -> io::Result<bool> {
         match keyed(&self.dir.join("cgroup.events"), "populated") {
@@ -602,6 +615,18 @@ impl CgroupOps for V1Group {
             }
         }
         write_file(&freezer, "THAWED")
+    }
+    fn end_now(&self) -> io::Result<()> {
+        // No freeze: tasks throttled at their quota may not reach the freezer in time. A task
+        // forked after the listing dies with the PID namespace (init is killed next).
+        for pid in self.procs()? {
+            // SAFETY: kill(2) only sends a signal; the pid was listed in our own group.
+            #[allow(unsafe_code, reason = "kill(2) has no std wrapper")]
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        write_file(&self.dir("cpu")?.join("cpu.cfs_quota_us"), "-1")
     }
     fn populated(&self) -> io::Result<bool> {
         Ok(!self.procs()?.is_empty())
@@ -751,6 +776,11 @@ mod tests {
         assert!(!g.populated().unwrap());
         g.kill_all().unwrap();
         assert_eq!(fs::read_to_string(dir.join("cgroup.kill")).unwrap(), "1");
+        fs::write(dir.join("cgroup.kill"), "").unwrap();
+        fs::write(dir.join("cpu.max"), "").unwrap();
+        g.end_now().unwrap();
+        assert_eq!(fs::read_to_string(dir.join("cgroup.kill")).unwrap(), "1");
+        assert_eq!(fs::read_to_string(dir.join("cpu.max")).unwrap(), "max");
         assert_eq!(g.dirs(), vec![dir.clone()]);
         // create() on a fresh name: mkdir works, but the fake tree has no interface files,
         // so applying limits fails; the guard must still remove the directory.

@@ -1086,6 +1086,11 @@ pub(crate) fn run(
     // and reaps every task in it before init is reaped); then kill the whole cgroup too if
     // anything is still in it. Skipping the v1 freeze-kill-thaw for an empty group keeps a
     // normal ending cheap.
+    if timed_out || cancelled || cpu_exceeded {
+        // Over a budget: every task gets SIGKILL now, and the CPU limit is lifted so the
+        // throttled ones die at once instead of after the next quota period.
+        let _ = cg.end_now();
+    }
     init.kill();
     let init_status = init.reap();
     if cg.populated().unwrap_or(true) {
