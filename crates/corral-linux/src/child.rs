@@ -165,7 +165,7 @@ pub struct Plan {
     pub proc_read_only: Vec<CString>,
     /// `/proc` files that leak host state the namespaces do not cover (the kernel keyring
     /// is not namespaced: `/proc/keys` lists every key the sandbox uid can view, host keys of
-    /// uid 65534 included). `/dev/null` is bound over each.
+    /// the sandbox uid included). `/dev/null` is bound over each.
     pub proc_masked: Vec<CString>,
     pub dev_null: CString,
     pub devpts_target: CString,

@@ -2,7 +2,7 @@
 //!
 //! Process tree: **supervisor** (this process, host namespaces) → **init** (pid 1 of new
 //! PID, mount, network, IPC, UTS and cgroup namespaces; in the run's cgroup) → **worker**
-//! (uid/gid 65534, no capabilities in any set, `no_new_privs`, Landlock, seccomp, new
+//! (a uid/gid of its own, `WORKER_ID_BASE + supervisor pid`; no capabilities in any set, `no_new_privs`, Landlock, seccomp, new
 //! session, only fds 0-2). Init dies with the supervisor (`PR_SET_PDEATHSIG`); the whole
 //! namespace dies with init; the cgroup is killed (v2 `cgroup.kill`, v1 freeze + kill)
 //! after every run, whatever the ending.
@@ -39,7 +39,7 @@ mod sys;
 pub mod usage;
 
 pub use probe::{Observation, Observations, ProbeReport, capabilities_from};
-pub use supervise::{LinuxConfig, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_TMP};
+pub use supervise::{LinuxConfig, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_TMP, WORKER_ID_BASE};
 pub use usage::{LiveUsage, live_usage};
 
 use std::collections::HashMap;

@@ -193,7 +193,7 @@ pub fn capabilities_from(o: &Observations) -> SandboxCapabilities {
         ),
         credential_isolation: combine(
             &[root, ("seccomp", &o.seccomp), run],
-            "explicit environment only; uid/gid 65534; all capability sets empty; no_new_privs; non-dumpable init",
+            "explicit environment only; a uid/gid of the supervisor's own (2000000000 + its pid), shared with no host user; all capability sets empty; no_new_privs; non-dumpable init",
         ),
     }
 }

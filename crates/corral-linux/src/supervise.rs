@@ -31,7 +31,11 @@ use crate::{LinuxSandboxExecutor, NAMESPACE_FLAGS, seccomp};
 /// Tunables of the backend. Defaults are what `corral` uses.
 #[derive(Debug, Clone)]
 pub struct LinuxConfig {
-    /// The worker's uid and gid (default 65534). The workspace owner is idmapped to it.
+    /// The worker's uid and gid. The workspace owner is idmapped to it. Default:
+    /// `WORKER_ID_BASE + pid of this process`, an id no host user and no other live
+    /// supervisor has, so the kernel's per-user counters (inotify instances, keyring quota,
+    /// pipe pages, message-queue bytes, RLIMIT_NPROC) are never shared with a host user or
+    /// another corral (RES-PID-02; ADR-0010).
     pub worker_uid: u32,
     pub worker_gid: u32,
     /// CPU bandwidth cap in thousandths of a CPU (default: all CPUs but one, at least one).
@@ -43,12 +47,18 @@ pub struct LinuxConfig {
     pub drain_grace: Duration,
 }
 
+/// First id of the range the worker's uid/gid come from (`+ pid`, pid_max <= 2^22): above
+/// every regular, system, systemd dynamic (61184-65519) and nspawn dynamic
+/// (0x00080000-0x6FFFFFFF) range, below systemd's container base (0x7FFF0000).
+pub const WORKER_ID_BASE: u32 = 2_000_000_000;
+
 impl Default for LinuxConfig {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
+        let id = WORKER_ID_BASE + std::process::id();
         Self {
-            worker_uid: 65534,
-            worker_gid: 65534,
+            worker_uid: id,
+            worker_gid: id,
             cpu_bandwidth_millicores: cpus.saturating_sub(1).max(1) * 1000,
             cpu_period_us: 100_000,
             cpu_check_interval: Duration::from_millis(20),

@@ -319,7 +319,13 @@ fn worker_has_no_capabilities_no_new_privs_and_an_unprivileged_uid() {
         out.contains("NoNewPrivs:\t1") && out.contains("Seccomp:\t2"),
         "{out}"
     );
-    assert!(out.contains("Uid:\t65534\t65534\t65534\t65534"), "{out}");
+    // A uid of the supervisor's own, shared with no host user (RES-PID-02).
+    let id = corral_linux::WORKER_ID_BASE + std::process::id();
+    assert!(
+        out.contains(&format!("Uid:\t{id}\t{id}\t{id}\t{id}"))
+            && out.contains(&format!("Gid:\t{id}\t{id}\t{id}\t{id}")),
+        "{out}"
+    );
     assert!(!out.contains("OOMADJ") && !out.contains("TTY"), "{out}");
     // Positive control: this test process itself has capabilities.
     let me = std::fs::read_to_string("/proc/self/status").unwrap();

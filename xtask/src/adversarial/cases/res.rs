@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::{describe, started, vars};
-use crate::adversarial::case::{Case, Judge, Outcome, Verdict};
+use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{Control, Ctx, RunObs, RunSpec, walk};
 
 const MIB: u64 = 1 << 20;
@@ -96,8 +96,8 @@ pub fn cases() -> Vec<Case> {
         },
         Case {
             id: "RES-PID-02",
-            title: "Exhausting per-user counters the host user shares [U]",
-            guarantee: "resource limits do not spill onto the host user (rootless only)",
+            title: "Exhausting per-user counters the host user shares",
+            guarantee: "resource limits do not spill onto a host user or another sandbox",
             script: Some(("py", RES_PID_02)),
             judge: res_pid_02,
         },
@@ -400,8 +400,9 @@ while len(fds) < 100000:
     fds.append(r)
 say(f"INOTIFY {len(fds)} {err}")
 kids, err = [], "cap"
+max_kids = int(ARGS[1]) if len(ARGS) > 1 else 100000
 try:
-    while len(kids) < 100000:
+    while len(kids) < max_kids:
         pid = os.fork()
         if pid == 0:
             time.sleep(60)
@@ -1791,15 +1792,19 @@ fn res_pid_01(ctx: &mut Ctx) -> Result<Verdict> {
 }
 
 fn res_pid_02(ctx: &mut Ctx) -> Result<Verdict> {
-    let reason = "[U] rootless-only case: corral has no rootless mode (the probe refuses a \
-                  non-root supervisor), so per-user counters charged up a user namespace \
-                  owned by the host user do not arise";
-    // Bonus observation: the rootful worker runs as uid 65534 in the host's user namespace,
-    // so its per-user counters are the host uid 65534's. While the sandbox exhausts inotify
-    // instances and processes, probe as host uid 65534.
+    // The corpus tags this `[U]` (a rootless sandbox charges its user's counters). corral is
+    // rootful, but the same spill happens when the worker's uid is a host user's: per-user
+    // counters (inotify instances, keyring quota, pipe pages, RLIMIT_NPROC) are kept per uid.
+    // corral gives each supervisor a uid of its own; the harness, as host uid 65534 (the
+    // usual "nobody" a sandbox would otherwise be), must keep working while the sandbox
+    // exhausts inotify instances and processes.
     let mut spec = base_spec("RES-PID-02.py").args(["3"]);
     spec.max_processes = 32;
     let v = vars([]);
+    let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_user_instances")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(128);
     let mon = Monitor::start(Probes {
         fork: false,
         nobody: true,
@@ -1807,40 +1812,61 @@ fn res_pid_02(ctx: &mut Ctx) -> Result<Verdict> {
     let run = ctx.run(&spec, &v)?;
     let s = mon.stop();
     let out = run.output();
-    let fails = |what: &str| {
+    let fails = |s: &Samples, what: &str| {
         s.nobody_failures
             .iter()
             .filter(|f| f.starts_with(what))
             .count()
     };
-    let (ino, sh) = (fails("inotify_init1"), fails("sh -c true"));
-    let mut evidence = vec![reason.to_owned()];
-    evidence.push(format!(
-        "bonus observation (rootful): inside {} ({}); meanwhile the harness as host uid 65534 \
-         probed {} times: inotify_init1 failed {ino} time(s), sh -c true failed {sh} time(s){}",
+    let inside: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("INOTIFY "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let mut j = Judge::new();
+    j.require(
+        started(&run) && inside + 1 >= limit,
+        format!(
+            "the sandbox exhausted its inotify instances ({inside} of {limit}; {})",
+            describe(&run)
+        ),
+    );
+    let (ino, sh) = (fails(&s, "inotify_init1"), fails(&s, "sh -c true"));
+    j.breach(
+        ino > 0 || sh > 0,
+        format!(
+            "while the sandbox held {inside} inotify instances, host uid 65534 failed \
+             inotify_init1 {ino} and sh -c true {sh} of {} time(s)",
+            s.nobody_runs
+        ),
+    );
+    j.require(s.nobody_runs > 0, "the harness probed as host uid 65534");
+    // Control: the same exhaustion outside as host uid 65534 (no forks there: the host has no
+    // pids limit for it) starves the harness's probes of the same uid.
+    let mon = Monitor::start(Probes {
+        fork: false,
+        nobody: true,
+    });
+    let ctl_spec = spec.clone().args(["3", "0"]);
+    let ctl = ctx.control(&ctl_spec, &v, &Control::default())?;
+    let c = mon.stop();
+    j.control(
+        fails(&c, "inotify_init1") > 0,
+        format!(
+            "outside, the same uid exhausting inotify made the harness's inotify_init1 as uid \
+             65534 fail ({} of {} probes; control said {})",
+            fails(&c, "inotify_init1"),
+            c.nobody_runs,
+            ctl.stdout.lines().next().unwrap_or("")
+        ),
+    );
+    j.note(format!(
+        "inside: {}",
         out.lines()
             .filter(|l| l.starts_with("INOTIFY") || l.starts_with("FORKS"))
             .collect::<Vec<_>>()
-            .join(", "),
-        describe(&run),
-        s.nobody_runs,
-        s.nobody_failures
-            .first()
-            .map(|f| format!(" (e.g. {f})"))
-            .unwrap_or_default()
+            .join(", ")
     ));
-    if ino > 0 {
-        evidence.push(
-            "FINDING: the worker runs as uid 65534 in the host's user namespace, so it shares \
-             the per-user inotify instance count (fs.inotify.max_user_instances) with the \
-             host's uid 65534 and with every concurrent corral sandbox: while the run held \
-             them, host processes of uid 65534 could not create an inotify instance. Process \
-             creation was not affected (pids.max caps the run; corral sets no RLIMIT_NPROC)."
-                .to_owned(),
-        );
-    }
-    Ok(Verdict {
-        outcome: Outcome::NotApplicable,
-        evidence,
-    })
+    Ok(j.verdict())
 }
