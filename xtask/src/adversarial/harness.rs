@@ -329,6 +329,19 @@ impl Tally {
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
+    /// Waits (up to one second) until more than `n` contacts were counted: the accept
+    /// thread counts asynchronously, so a control's connection may land just after the
+    /// control returned. Returns whether it happened.
+    pub fn above(&self, n: usize) -> bool {
+        let until = Instant::now() + Duration::from_secs(1);
+        while self.hits() <= n {
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
     /// The first bytes of each contact (lossy), for reports.
     pub fn seen(&self) -> Vec<String> {
         self.first.lock().map(|v| v.clone()).unwrap_or_default()
@@ -699,6 +712,11 @@ impl<'h> Ctx<'h> {
             std::thread::sleep(Duration::from_millis(15));
         };
         let elapsed = start.elapsed();
+        if !self.threads.is_empty() {
+            // Listener threads poll every 10 ms: let a contact made during the run be counted
+            // before the judge reads the tallies (and before a control adds its own).
+            std::thread::sleep(Duration::from_millis(60));
+        }
         let stdout = out_t.join().unwrap_or_default();
         let corral_stderr = String::from_utf8_lossy(&err_t.join().unwrap_or_default()).into_owned();
         let manifest: Value = serde_json::from_slice(&stdout).unwrap_or(Value::Null);

@@ -281,7 +281,7 @@ fn cred_02(ctx: &mut Ctx) -> Result<Verdict> {
             ),
         );
         j.control(
-            t.hits() > *n,
+            t.above(*n),
             format!("the control reached the fake socket {}", p.display()),
         );
     }
@@ -290,7 +290,7 @@ fn cred_02(ctx: &mut Ctx) -> Result<Verdict> {
         format!("the fake engine TCP port saw {inside_tcp} connection(s)"),
     );
     j.control(
-        tcp.hits() > inside_tcp,
+        tcp.above(inside_tcp),
         "the control reached the fake engine TCP port",
     );
     control_fired(ctx, &ctl, &["connected to the engine socket"], &mut j);
@@ -416,11 +416,11 @@ fn cred_03(ctx: &mut Ctx) -> Result<Verdict> {
         "the control printed the canary key's comment",
     );
     j.control(
-        gpg_t.hits() > gpg_in,
+        gpg_t.above(gpg_in),
         "the control reached the fake gpg-agent",
     );
     j.control(
-        bus_t.hits() > bus_in,
+        bus_t.above(bus_in),
         "the control reached the fake session bus",
     );
     Ok(j.verdict())

@@ -705,7 +705,7 @@ fn net_01(ctx: &mut Ctx) -> Result<Verdict> {
             format!("host listener {name} saw {before} connection(s) from the sandbox"),
         );
         j.control(
-            tally.hits() > before,
+            tally.above(before),
             format!("host listener {name} saw the control's connection"),
         );
     }
@@ -995,7 +995,7 @@ fn net_04(ctx: &mut Ctx) -> Result<Verdict> {
         &mut j,
     );
     j.control(
-        tally.hits() > inside,
+        tally.above(inside),
         "the host's abstract listener accepted the control",
     );
     Ok(j.verdict())
@@ -1084,7 +1084,7 @@ fn net_05(ctx: &mut Ctx) -> Result<Verdict> {
     )?;
     control_escapes(ctx, &ctl, &["unix u connect", "unix ud connect"], &mut j);
     for ((p, t), n) in tallies.iter().zip(&inside) {
-        j.control(t.hits() > *n, format!("{p} saw the control (uid 65534)"));
+        j.control(t.above(*n), format!("{p} saw the control (uid 65534)"));
     }
     let visible = run
         .output()
