@@ -13,6 +13,10 @@ command -v cc >/dev/null || need_apt+=(build-essential)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v pgrep >/dev/null || need_apt+=(procps)
 command -v mount >/dev/null || need_apt+=(mount)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
+# corral export oci: the bundle smoke test runs it under gVisor with a static busybox.
+command -v runsc >/dev/null || need_apt+=(runsc)
+[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx nc || need_apt+=(busybox-static)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
@@ -23,6 +27,13 @@ fi
 if ! python3 -c 'import jsonschema' 2>/dev/null; then
   python3 -m pip install --quiet jsonschema 2>/dev/null \
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jsonschema >/dev/null; }
+fi
+
+# Independent Kubernetes validator (OpenAPI schemas bundled, works offline), pinned.
+if ! command -v kubernetes-validate >/dev/null \
+  || [ "$(kubernetes-validate --version 2>/dev/null)" != "1.37.0" ]; then
+  python3 -m pip install --quiet kubernetes-validate==1.37.0 2>/dev/null \
+    || python3 -m pip install --quiet --break-system-packages kubernetes-validate==1.37.0
 fi
 
 # ajv, to prove the schemas pass its strict draft 2020-12 mode.

@@ -1,6 +1,13 @@
 //! Golden files: the exported documents byte for byte. Regenerate after an intended change
 //! with `CORRAL_BLESS=1 cargo test -p corral-export --test golden` and review the diff.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
 mod common;
 
 use std::path::Path;

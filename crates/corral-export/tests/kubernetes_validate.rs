@@ -3,6 +3,13 @@
 //! `scripts/setup.sh`). A missing validator fails the test, it never skips. A negative
 //! control proves the check can fail.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
 mod common;
 
 use std::path::Path;

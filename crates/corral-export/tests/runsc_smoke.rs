@@ -7,6 +7,13 @@
 //! the exported config is edited; `root.path` is the default `rootfs` beside it. Needs root
 //! (CI runs as root); a missing `runsc` or busybox fails the test, it never skips.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+
 mod common;
 
 use std::io::Read;
