@@ -16,7 +16,8 @@ command -v mount >/dev/null || need_apt+=(mount)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 # corral export oci: the bundle smoke test runs it under gVisor with a static busybox.
 command -v runsc >/dev/null || need_apt+=(runsc)
-[ -x /bin/busybox ] && /bin/busybox --list 2>/dev/null | grep -qx nc || need_apt+=(busybox-static)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
+  || need_apt+=(busybox-static)
 # The OCI runtime-spec JSON Schema (the exported config.json is validated against it).
 [ -f /usr/share/gocode/src/github.com/opencontainers/runtime-spec/schema/config-schema.json ] \
   || need_apt+=(golang-github-opencontainers-specs-dev)

@@ -69,9 +69,10 @@ impl Admitted {
     /// Admits every WorkUnit with `corral run`'s rules and an empty caller environment (an
     /// export carries no `--env` values: they would end up in a ConfigMap or a config file).
     ///
+    /// An empty `work_units` is admitted as an empty batch; the exporters refuse it.
+    ///
     /// # Errors
-    /// Every rejected WorkUnit with its index and all its rejections; an empty batch is
-    /// rejected as `(0, [])` never: the caller checks that `work_units` is not empty.
+    /// Every rejected WorkUnit with its batch index and all its rejections.
     pub fn admit(
         work_units: Vec<WorkUnit>,
         preset: AgentPreset,
