@@ -18,6 +18,13 @@ command -v mount >/dev/null || need_apt+=(mount)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 command -v script >/dev/null || need_apt+=(bsdutils)
+# corral export oci: the bundle smoke test runs it under gVisor with a static busybox.
+command -v runsc >/dev/null || need_apt+=(runsc)
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
+  || need_apt+=(busybox-static)
+# The OCI runtime-spec JSON Schema (the exported config.json is validated against it).
+[ -f /usr/share/gocode/src/github.com/opencontainers/runtime-spec/schema/config-schema.json ] \
+  || need_apt+=(golang-github-opencontainers-specs-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
@@ -28,6 +35,13 @@ fi
 if ! python3 -c 'import jsonschema' 2>/dev/null; then
   python3 -m pip install --quiet jsonschema 2>/dev/null \
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-jsonschema >/dev/null; }
+fi
+
+# Independent Kubernetes validator (OpenAPI schemas bundled, works offline), pinned.
+if ! command -v kubernetes-validate >/dev/null \
+  || [ "$(kubernetes-validate --version 2>/dev/null)" != "1.37.0" ]; then
+  python3 -m pip install --quiet kubernetes-validate==1.37.0 2>/dev/null \
+    || python3 -m pip install --quiet --break-system-packages kubernetes-validate==1.37.0
 fi
 
 # ajv, to prove the schemas pass its strict draft 2020-12 mode.

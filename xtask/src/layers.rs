@@ -31,6 +31,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("corral-egress", &["corral-contract"]),
     ("corral-capture", &["corral-contract"]),
     ("corral-manifest", &["corral-contract", "corral-capture"]),
+    ("corral-export", &["corral-contract", "corral-admission"]),
     (
         "corral-runner",
         &[
@@ -56,6 +57,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "corral-capture",
             "corral-manifest",
             "corral-runner",
+            "corral-export",
         ],
     ),
     ("xtask", &["corral-contract"]),

@@ -8,6 +8,7 @@ mod admit;
 mod demo;
 mod demo_agent;
 mod display;
+mod export;
 mod input;
 mod progress;
 mod run;
@@ -43,6 +44,9 @@ enum Command {
     Probe(run::ProbeArgs),
     /// The whole path: admission, Linux sandbox, capture, artifacts, manifest.
     Run(run::RunArgs),
+    /// Hand admitted runs to another engine: a Kubernetes Job or an OCI bundle config.
+    #[command(subcommand)]
+    Export(export::ExportCommand),
     /// Re-hash every artifact a manifest names.
     Verify(run::VerifyArgs),
     /// Run the bundled demo agent on a tiny repository through the whole path.
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
         Command::Probe(args) => run::probe(&args),
         Command::Run(args) => run::run(&args),
         Command::Verify(args) => run::verify(&args),
+        Command::Export(cmd) => export::run(&cmd),
         Command::Demo => demo::run(),
         Command::DemoAgent => demo_agent::run(),
         Command::Schema { name } => schema(&name),
