@@ -100,8 +100,11 @@ pub const CLONE_NS_FLAGS: &[u64] = &[
 ];
 /// `ioctl` requests denied (terminal injection), compared on the low 32 bits.
 pub const DENY_IOCTLS: &[u64] = &[0x5412, 0x541C, 0x541D, 0x5423];
-/// Socket families allowed: AF_UNIX, AF_INET, AF_INET6.
-pub const ALLOWED_FAMILIES: &[u64] = &[1, 2, 10];
+/// Families `socket` may create: AF_INET, AF_INET6 (corral refuses AF_UNIX: a read-only
+/// mount does not stop `connect` on a socket file; ADR-0011).
+pub const ALLOWED_FAMILIES: &[u64] = &[2, 10];
+/// Families `socketpair` may create: AF_UNIX.
+pub const SOCKETPAIR_FAMILIES: &[u64] = &[1];
 
 const EPERM: u32 = 1;
 const ENOSYS: u32 = 38;
@@ -213,21 +216,22 @@ pub fn seccomp() -> Result<LinuxSeccomp, ExportError> {
             vec![(1, 0xffff_ffff, Some(*req), ScmpCmpMaskedEq)],
         )?);
     }
-    // Families other than 1, 2, 10: each value below 11 by equality, everything from 11 up
-    // (which also catches values with high bits set) by one comparison.
-    let top = ALLOWED_FAMILIES.iter().copied().max().unwrap_or(0);
-    for family in (0..=top).filter(|f| !ALLOWED_FAMILIES.contains(f)) {
+    // Families outside each list: each value below the list's top by equality, everything
+    // above it (which also catches values with high bits set) by one comparison.
+    for (name, allowed) in [
+        ("socket", ALLOWED_FAMILIES),
+        ("socketpair", SOCKETPAIR_FAMILIES),
+    ] {
+        let top = allowed.iter().copied().max().unwrap_or(0);
+        for family in (0..=top).filter(|f| !allowed.contains(f)) {
+            rules.push(syscall(&[name], EPERM, vec![(0, family, None, ScmpCmpEq)])?);
+        }
         rules.push(syscall(
-            &["socket", "socketpair"],
+            &[name],
             EPERM,
-            vec![(0, family, None, ScmpCmpEq)],
+            vec![(0, top + 1, None, ScmpCmpGe)],
         )?);
     }
-    rules.push(syscall(
-        &["socket", "socketpair"],
-        EPERM,
-        vec![(0, top + 1, None, ScmpCmpGe)],
-    )?);
     LinuxSeccompBuilder::default()
         .default_action(LinuxSeccompAction::ScmpActAllow)
         .architectures(vec![Arch::ScmpArchX86_64, Arch::ScmpArchAarch64])
