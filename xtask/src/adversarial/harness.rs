@@ -145,7 +145,7 @@ pub struct RunSpec {
     /// Run `corral` inside this network namespace (`ip netns exec`), with this resolv.conf
     /// bound over `/etc/resolv.conf` in a private mount namespace.
     pub netns: Option<(String, Option<PathBuf>)>,
-    /// Repository builder under `repos/` (`standard`).
+    /// Repository builder: a name under `repos/` (`standard`) or an absolute script path.
     pub repo: String,
     /// Send SIGTERM to corral after this long (cancellation).
     pub cancel_after: Option<Duration>,
@@ -526,7 +526,13 @@ impl<'h> Ctx<'h> {
     /// Builds a fresh copy of a fixture repository (`repos/<name>.sh DEST N`); returns its
     /// path and base commit.
     pub fn repo(&mut self, name: &str, dest: &Path) -> Result<(PathBuf, String)> {
-        let script = self.h.fixture(&format!("repos/{name}.sh"));
+        // A fixture name, or the absolute path of a builder a case wrote (hostile variants
+        // built on top of `repos/standard.sh`).
+        let script = if name.starts_with('/') {
+            PathBuf::from(name)
+        } else {
+            self.h.fixture(&format!("repos/{name}.sh"))
+        };
         let out = Command::new("bash")
             .arg(&script)
             .arg(dest)

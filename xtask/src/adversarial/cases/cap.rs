@@ -30,11 +30,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::{describe, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, Ctx, FIXTURES, RunObs, RunSpec, set_mode, truncate};
+use crate::adversarial::harness::{Control, Ctx, RunObs, RunSpec, set_mode, truncate};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -384,20 +384,7 @@ fn hostile_repo(ctx: &Ctx, tag: &str, mark: &str, plant: &str) -> Result<String>
     );
     std::fs::write(&script, body)?;
     set_mode(&script, 0o755)?;
-    // `Ctx::repo` runs `<root>/tests/adversarial/repos/<name>.sh`: climb back to `/`.
-    let repos = ctx
-        .h
-        .root
-        .join(FIXTURES)
-        .join("repos")
-        .canonicalize()
-        .context("fixture repos folder")?;
-    let up = repos.components().count().saturating_sub(1);
-    let rel = script
-        .strip_prefix("/")
-        .context("scratch is absolute")?
-        .with_extension("");
-    Ok(format!("{}{}", "../".repeat(up), rel.display()))
+    Ok(script.to_string_lossy().into_owned())
 }
 
 /// Variant B for CAP-01..03: the harness plants `plant` in the canonical repository on the
