@@ -54,7 +54,16 @@ pub fn snapshot(extra: &[&Path]) -> Snapshot {
     for f in FILES.iter().map(Path::new).chain(extra.iter().copied()) {
         s.insert(format!("file {}", f.display()), describe_file(f));
     }
-    for d in DIRS {
+    // corral's default store and cache of the invoking user: the suite must never write
+    // there (every run gets its own HOME, XDG dirs and --artifacts under the scratch folder).
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let own = [
+        format!("{home}/.cache/corral/base"),
+        format!("{home}/.local/share/corral/artifacts/sha256"),
+        "/var/cache/corral/base".to_owned(),
+        "/var/lib/corral/artifacts/sha256".to_owned(),
+    ];
+    for d in DIRS.iter().copied().chain(own.iter().map(String::as_str)) {
         let mut names: Vec<String> = std::fs::read_dir(d)
             .map(|rd| {
                 rd.flatten()
