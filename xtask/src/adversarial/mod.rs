@@ -108,6 +108,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         None => build_corral(root)?,
     };
     let h = Harness::new(root, corral.clone(), o.verbose)?;
+    self_check(&h)?;
     let suite_before = host::snapshot(&[&corral]);
     let started = Instant::now();
     let mut results = Vec::new();
@@ -232,6 +233,37 @@ fn run_case(h: &Harness, case: &Case) -> Verdict {
         verdict.evidence = breaches;
     }
     verdict
+}
+
+/// The generic checks' own positive control: a marker, a process carrying the nonce and a
+/// changed host file planted on purpose must each be seen, or no case can be judged.
+fn self_check(h: &Harness) -> Result<()> {
+    let mut ctx = Ctx::new(h, "SELF")?;
+    let marker = PathBuf::from(format!("/tmp/PWN-{}", ctx.n));
+    std::fs::write(&marker, "self-check")?;
+    let seen_marker = ctx.markers().contains(&marker);
+    let _ = std::fs::remove_file(&marker);
+    let mut child = Command::new("sh")
+        .args(["-c", &format!("sleep 30; : {}", ctx.n)])
+        .spawn()
+        .context("self-check process")?;
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let seen_process = !ctx.processes_with_nonce().is_empty();
+    let _ = child.kill();
+    let _ = child.wait();
+    let before = host::snapshot(&[]);
+    let decoy = PathBuf::from(format!("/opt/corral-adv-self-{}", ctx.n));
+    std::fs::write(&decoy, "x")?;
+    let seen_change = !host::diff(&before, &host::snapshot(&[])).is_empty();
+    let _ = std::fs::remove_file(&decoy);
+    ctx.finish();
+    if !(seen_marker && seen_process && seen_change) {
+        bail!(
+            "harness self-check failed (marker seen: {seen_marker}, process seen: \
+             {seen_process}, host change seen: {seen_change}): no case could be judged"
+        );
+    }
+    Ok(())
 }
 
 fn preflight(root: &Path) -> Result<()> {

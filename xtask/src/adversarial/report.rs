@@ -155,3 +155,52 @@ fn write(path: &Path, doc: &Value) -> Result<()> {
     std::fs::write(path, serde_json::to_vec_pretty(doc)?)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sarif_marks_only_escapes_as_failures() {
+        let r = |id: &str, outcome| CaseResult {
+            id: id.into(),
+            category: "NET".into(),
+            title: "t".into(),
+            guarantee: "g".into(),
+            script: Some(format!("{id}.py")),
+            outcome,
+            evidence: vec!["e".into()],
+            seconds: 0.1,
+        };
+        let dir = std::env::temp_dir().join(format!("corral-adv-sarif-{}", std::process::id()));
+        let path = dir.join("r.sarif");
+        write_sarif(
+            &path,
+            &[
+                r("NET-01", Outcome::Contained),
+                r("NET-02", Outcome::Escaped),
+                r("NET-03", Outcome::Inconclusive),
+                r("NET-04", Outcome::NotApplicable),
+            ],
+        )
+        .unwrap();
+        let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(doc["version"], "2.1.0");
+        let results = doc["runs"][0]["results"].as_array().unwrap();
+        let kinds: Vec<(&str, &str)> = results
+            .iter()
+            .map(|r| (r["kind"].as_str().unwrap(), r["level"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("pass", "none"),
+                ("fail", "error"),
+                ("review", "none"),
+                ("notApplicable", "none")
+            ]
+        );
+        assert_eq!(doc["runs"][0]["tool"]["driver"]["rules"][1]["id"], "NET-02");
+    }
+}
