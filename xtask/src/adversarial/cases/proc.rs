@@ -239,8 +239,12 @@ impl Watcher {
                     }
                     e.states.insert(p.state);
                     if cgroups
+                        && p.state != 'Z'
                         && let Ok(c) = std::fs::read_to_string(format!("/proc/{}/cgroup", p.pid))
+                        && still_running(p.pid)
                     {
+                        // An exiting task is moved to the root cgroup (cgroup v1's
+                        // cgroup_exit): only a reading taken while it still ran counts.
                         e.cgroups.insert(c.trim().replace('\n', " "));
                     }
                 }
@@ -997,4 +1001,15 @@ fn proc_07(ctx: &mut Ctx) -> Result<Verdict> {
         truncate(ctl.output().trim(), 160)
     ));
     Ok(j.verdict())
+}
+
+/// The task exists and is neither a zombie nor dead (read after its cgroup file).
+fn still_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+        })
+        .is_some_and(|c| !matches!(c, 'Z' | 'X' | 'x'))
 }
