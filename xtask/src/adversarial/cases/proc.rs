@@ -192,7 +192,7 @@ impl WatchLog {
     pub fn alive_now(&self) -> Vec<String> {
         self.seen
             .iter()
-            .filter(|((pid, start), _)| alive(*pid, *start))
+            .filter(|((pid, start), _)| alive(*pid, *start) && !zombie_reaped(*pid, *start))
             .filter_map(|((pid, _), _)| proc_info(*pid).map(|p| p.line()))
             .collect()
     }
@@ -1012,4 +1012,22 @@ fn still_running(pid: u32) -> bool {
                 .and_then(|(_, rest)| rest.trim_start().chars().next())
         })
         .is_some_and(|c| !matches!(c, 'Z' | 'X' | 'x'))
+}
+
+/// A zombie runs no code; one left by an exited process is reparented to the host's init,
+/// which reaps it when it gets to it (this VM's init does so lazily under load). It counts
+/// as a survivor only if it is still there after 2 s.
+fn zombie_reaped(pid: u32, start: u64) -> bool {
+    let t = Instant::now();
+    loop {
+        match proc_info(pid) {
+            Some(p) if p.start == start && p.state == 'Z' => {}
+            Some(p) if p.start == start => return false,
+            _ => return true,
+        }
+        if t.elapsed() > Duration::from_secs(2) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
