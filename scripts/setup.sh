@@ -18,6 +18,14 @@ command -v mount >/dev/null || need_apt+=(mount)
 [ -x /usr/bin/python3 ] || need_apt+=(python3)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 command -v script >/dev/null || need_apt+=(bsdutils)
+# Host-side tools the qualification suite's cases and controls drive (tmux, ssh-agent and
+# gpg-agent as real host services, curl, perf, setcap).
+command -v tmux >/dev/null || need_apt+=(tmux)
+command -v ssh-agent >/dev/null || need_apt+=(openssh-client)
+command -v gpg-connect-agent >/dev/null || need_apt+=(gpgconf)
+command -v curl >/dev/null || need_apt+=(curl)
+command -v perf >/dev/null || need_apt+=(linux-perf)
+command -v setcap >/dev/null || need_apt+=(libcap2-bin)
 # corral export oci: the bundle smoke test runs it under gVisor with a static busybox.
 command -v runsc >/dev/null || need_apt+=(runsc)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
