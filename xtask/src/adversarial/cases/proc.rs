@@ -1003,15 +1003,20 @@ fn proc_07(ctx: &mut Ctx) -> Result<Verdict> {
     Ok(j.verdict())
 }
 
-/// The task exists and is neither a zombie nor dead (read after its cgroup file).
+/// The task exists, is neither a zombie nor dead, and is not exiting (read after its cgroup
+/// file). An exiting task is moved to the root cgroup early in `do_exit` (cgroup v1's
+/// `cgroup_exit`), before it turns zombie, but after `PF_EXITING` (0x4) is set in its flags.
 fn still_running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| {
-            s.rsplit_once(')')
-                .and_then(|(_, rest)| rest.trim_start().chars().next())
+            let (_, rest) = s.rsplit_once(')')?;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let state = f.first()?.chars().next()?;
+            let flags: u64 = f.get(6)?.parse().ok()?;
+            Some(!matches!(state, 'Z' | 'X' | 'x') && flags & 0x4 == 0)
         })
-        .is_some_and(|c| !matches!(c, 'Z' | 'X' | 'x'))
+        .unwrap_or(false)
 }
 
 /// A zombie runs no code; one left by an exited process is reparented to the host's init,
