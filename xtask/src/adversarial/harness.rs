@@ -271,6 +271,17 @@ impl RunObs {
     }
 }
 
+/// A run made ready by `Ctx::prepare`: its folder, repository, artifact store, the
+/// `corral run` arguments (without `--json`) and corral's environment.
+#[derive(Debug)]
+pub struct Prepared {
+    pub dir: PathBuf,
+    pub repo: PathBuf,
+    pub artifacts: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
 /// What a positive-control run outside the sandbox printed.
 #[derive(Debug)]
 pub struct CtlObs {
@@ -286,6 +297,17 @@ impl CtlObs {
         format!("{}{}", self.stdout, self.stderr)
     }
 }
+
+/// The `setpriv` prefix that runs a command as uid/gid 65534 with no groups and no
+/// capabilities: the unprivileged host user positive controls act as.
+pub const AS_NOBODY: [&str; 6] = [
+    "setpriv",
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "--inh-caps=-all",
+    "--bounding-set=-all",
+];
 
 /// How a positive control runs the attack outside the sandbox.
 #[derive(Clone, Debug)]
@@ -617,18 +639,7 @@ impl<'h> Ctx<'h> {
     /// from outside. `vars` fills the case's own placeholders in `args`.
     pub fn run(&mut self, spec: &RunSpec, vars: &BTreeMap<String, String>) -> Result<RunObs> {
         self.runs += 1;
-        let dir = self.dir.join(format!("run{}", self.runs));
-        std::fs::create_dir_all(&dir)?;
-        let (repo, base) = self.repo(&spec.repo, &dir.join("repo"))?;
-        let (wu, mut preset) = self.documents(spec, &base);
-        let mut argv = vec![self.n.clone()];
-        argv.extend(spec.args.iter().map(|a| self.subst(a, "/workspace", vars)));
-        preset["argv"] = json!(argv);
-        let wu_path = dir.join("work-unit.json");
-        let preset_path = dir.join("preset.json");
-        std::fs::write(&wu_path, serde_json::to_vec_pretty(&wu)?)?;
-        std::fs::write(&preset_path, serde_json::to_vec_pretty(&preset)?)?;
-        let artifacts = dir.join("artifacts");
+        let p = self.prepare(spec, vars, &format!("run{}", self.runs))?;
         let mut cmd = match &spec.netns {
             None => Command::new(&self.h.corral),
             Some((ns, resolv)) => {
@@ -650,32 +661,11 @@ impl<'h> Ctx<'h> {
                 c
             }
         };
-        cmd.arg("run")
-            .arg("--work-unit")
-            .arg(&wu_path)
-            .arg("--preset")
-            .arg(&preset_path)
-            .arg("--repo")
-            .arg(&repo)
-            .arg("--artifacts")
-            .arg(&artifacts)
-            .arg("--json");
-        for (k, v) in &spec.env {
-            cmd.arg("--env")
-                .arg(format!("{k}={}", self.subst(v, "/workspace", vars)));
-        }
-        cmd.env_clear()
-            .env(
-                "PATH",
-                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            )
-            .env("HOME", self.h.scratch.join("home"))
-            .env("XDG_CACHE_HOME", self.h.scratch.join("cache"))
-            .env("XDG_DATA_HOME", self.h.scratch.join("data"));
-        for (k, v) in &spec.corral_env {
-            cmd.env(k, self.subst(v, "/workspace", vars));
-        }
-        cmd.stdin(Stdio::null())
+        cmd.args(&p.args)
+            .arg("--json")
+            .env_clear()
+            .envs(p.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let start = Instant::now();
@@ -725,24 +715,108 @@ impl<'h> Ctx<'h> {
         }
         let stdout = out_t.join().unwrap_or_default();
         let corral_stderr = String::from_utf8_lossy(&err_t.join().unwrap_or_default()).into_owned();
-        let manifest: Value = serde_json::from_slice(&stdout).unwrap_or(Value::Null);
+        Ok(self.observe(
+            p,
+            status.code().unwrap_or(-1),
+            &stdout,
+            corral_stderr,
+            elapsed,
+            pid,
+            peak,
+        ))
+    }
+
+    /// Makes a run ready without starting it (for cases that start corral their own way,
+    /// e.g. under a pseudo-terminal): builds the repository and writes the documents in
+    /// `<case dir>/<name>`, and returns the `corral run` arguments (without `--json`) and the
+    /// environment `Ctx::run` uses.
+    pub fn prepare(
+        &mut self,
+        spec: &RunSpec,
+        vars: &BTreeMap<String, String>,
+        name: &str,
+    ) -> Result<Prepared> {
+        let dir = self.dir.join(name);
+        std::fs::create_dir_all(&dir)?;
+        let (repo, base) = self.repo(&spec.repo, &dir.join("repo"))?;
+        let (wu, mut preset) = self.documents(spec, &base);
+        let mut argv = vec![self.n.clone()];
+        argv.extend(spec.args.iter().map(|a| self.subst(a, "/workspace", vars)));
+        preset["argv"] = json!(argv);
+        let wu_path = dir.join("work-unit.json");
+        let preset_path = dir.join("preset.json");
+        std::fs::write(&wu_path, serde_json::to_vec_pretty(&wu)?)?;
+        std::fs::write(&preset_path, serde_json::to_vec_pretty(&preset)?)?;
+        let artifacts = dir.join("artifacts");
+        let s = |p: &Path| p.to_string_lossy().into_owned();
+        let mut args = vec![
+            "run".to_owned(),
+            "--work-unit".to_owned(),
+            s(&wu_path),
+            "--preset".to_owned(),
+            s(&preset_path),
+            "--repo".to_owned(),
+            s(&repo),
+            "--artifacts".to_owned(),
+            s(&artifacts),
+        ];
+        for (k, v) in &spec.env {
+            args.push("--env".to_owned());
+            args.push(format!("{k}={}", self.subst(v, "/workspace", vars)));
+        }
+        let scratch = &self.h.scratch;
+        let mut env = vec![
+            (
+                "PATH".to_owned(),
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
+            ),
+            ("HOME".to_owned(), s(&scratch.join("home"))),
+            ("XDG_CACHE_HOME".to_owned(), s(&scratch.join("cache"))),
+            ("XDG_DATA_HOME".to_owned(), s(&scratch.join("data"))),
+        ];
+        for (k, v) in &spec.corral_env {
+            env.push((k.clone(), self.subst(v, "/workspace", vars)));
+        }
+        Ok(Prepared {
+            dir,
+            repo,
+            artifacts,
+            args,
+            env,
+        })
+    }
+
+    /// What a finished run left for the outside to see: the manifest corral printed
+    /// (`--json`) and the logs it names in the artifact store.
+    #[allow(clippy::too_many_arguments, reason = "one field of RunObs each")]
+    pub fn observe(
+        &self,
+        p: Prepared,
+        exit: i32,
+        stdout: &[u8],
+        corral_stderr: String,
+        elapsed: Duration,
+        pid: u32,
+        peak_rss_kib: u64,
+    ) -> RunObs {
+        let manifest: Value = serde_json::from_slice(stdout).unwrap_or(Value::Null);
         let log = |k: &str| {
             manifest["logs"][k]["digest"]
                 .as_str()
-                .map(|d| read_artifact(&artifacts, d))
+                .map(|d| read_artifact(&p.artifacts, d))
                 .unwrap_or_default()
         };
         let obs = RunObs {
-            exit: status.code().unwrap_or(-1),
+            exit,
             stdout: log("stdout"),
             stderr: log("stderr"),
             manifest,
             corral_stderr,
             elapsed,
             supervisor_pid: pid,
-            peak_rss_kib: peak,
-            repo,
-            artifacts,
+            peak_rss_kib,
+            repo: p.repo,
+            artifacts: p.artifacts,
         };
         if self.h.verbose {
             eprintln!(
@@ -756,7 +830,7 @@ impl<'h> Ctx<'h> {
                 truncate(&obs.corral_stderr, 2000)
             );
         }
-        Ok(obs)
+        obs
     }
 
     /// Runs the same attack outside the sandbox (the positive control), in a fresh copy of
@@ -788,17 +862,7 @@ impl<'h> Ctx<'h> {
         argv.extend(["timeout", "-s", "KILL"].map(String::from));
         argv.push(format!("{}", how.timeout.as_secs().max(1)));
         if !how.as_root {
-            argv.extend(
-                [
-                    "setpriv",
-                    "--reuid=65534",
-                    "--regid=65534",
-                    "--clear-groups",
-                    "--inh-caps=-all",
-                    "--bounding-set=-all",
-                ]
-                .map(String::from),
-            );
+            argv.extend(AS_NOBODY.map(String::from));
         }
         argv.push(
             self.h

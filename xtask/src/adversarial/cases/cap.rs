@@ -34,7 +34,7 @@ use anyhow::Result;
 
 use super::{describe, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, Ctx, RunObs, RunSpec, set_mode, truncate};
+use crate::adversarial::harness::{AS_NOBODY, Control, Ctx, RunObs, RunSpec, set_mode, truncate};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -302,20 +302,9 @@ fn host_mark(ctx: &Ctx) -> String {
 fn naive(ws: &Path, script: &str) -> String {
     let home = ws.parent().unwrap_or(ws);
     let out = Command::new("timeout")
-        .args([
-            "-s",
-            "KILL",
-            "20",
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "sh",
-            "-c",
-            script,
-        ])
+        .args(["-s", "KILL", "20"])
+        .args(AS_NOBODY)
+        .args(["sh", "-c", script])
         .current_dir(ws)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")

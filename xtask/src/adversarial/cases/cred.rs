@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result, bail};
 use super::fs::{canary_leaks, canary_py};
 use super::{describe, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, CtlObs, Ctx, RunObs, RunSpec, set_mode};
+use crate::adversarial::harness::{AS_NOBODY, Control, CtlObs, Ctx, RunObs, RunSpec, set_mode};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -586,17 +586,9 @@ except OSError as e:
 
 /// Runs a tiny python program as 65534 (the sandbox uid) on the host.
 fn as_nobody(code: &str) -> Result<String> {
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "python3",
-            "-c",
-            code,
-        ])
+    let out = Command::new(AS_NOBODY[0])
+        .args(&AS_NOBODY[1..])
+        .args(["python3", "-c", code])
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .stdin(Stdio::null())
@@ -701,13 +693,9 @@ for pid in sorted({1, target}):
 fn cred_07(ctx: &mut Ctx) -> Result<Verdict> {
     let c = ctx.canary();
     // The canary process: the sandbox's uid, the nonce in its argv and environment.
-    let mut child = Command::new("setpriv")
+    let mut child = Command::new(AS_NOBODY[0])
+        .args(&AS_NOBODY[1..])
         .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
             "bash",
             "-c",
             &format!("exec -a sbx-canary-{} sleep 99999", ctx.n),

@@ -17,7 +17,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::{describe, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, CtlObs, Ctx, RunObs, RunSpec, set_mode};
+use crate::adversarial::harness::{AS_NOBODY, Control, CtlObs, Ctx, RunObs, RunSpec, set_mode};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -234,17 +234,7 @@ pub(super) fn own_control(
 ) -> Result<CtlObs> {
     let mut argv: Vec<String> = vec!["timeout".into(), "-s".into(), "KILL".into(), "30".into()];
     if !as_root {
-        argv.extend(
-            [
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-            ]
-            .map(String::from),
-        );
+        argv.extend(AS_NOBODY.map(String::from));
     }
     argv.push(ctx.h.attacks.join(script).to_string_lossy().into_owned());
     argv.push(ctx.n.clone());

@@ -11,11 +11,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{describe, judge_escapes, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, CtlObs, Ctx, RunObs, RunSpec, set_mode, sh, truncate};
+use crate::adversarial::harness::{
+    AS_NOBODY, Control, CtlObs, Ctx, RunObs, RunSpec, set_mode, sh, truncate,
+};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -236,88 +238,32 @@ fn pty_exec(dir: &Path, limit: u64, cmd: &[String], env: &[(&str, String)]) -> R
     })
 }
 
-fn read_artifact(artifacts: &Path, digest: &str) -> Vec<u8> {
-    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
-    std::fs::read(artifacts.join("sha256").join(hex)).unwrap_or_default()
-}
-
 /// `corral run` exactly as `Ctx::run` builds it, but started under a pty that is corral's
 /// controlling terminal and stdin. Returns the run and what input reached the pty.
 fn run_under_pty(ctx: &mut Ctx, spec: &RunSpec) -> Result<(RunObs, String)> {
-    let dir = ctx.dir.join("pty-run");
-    std::fs::create_dir_all(&dir)?;
-    let (repo, base) = ctx.repo(&spec.repo, &dir.join("repo"))?;
-    let (wu, mut preset) = ctx.documents(spec, &base);
-    let no_vars = BTreeMap::new();
-    let mut argv = vec![ctx.n.clone()];
-    argv.extend(
-        spec.args
-            .iter()
-            .map(|a| ctx.subst(a, "/workspace", &no_vars)),
-    );
-    preset["argv"] = json!(argv);
-    let wu_path = dir.join("work-unit.json");
-    let preset_path = dir.join("preset.json");
-    std::fs::write(&wu_path, serde_json::to_vec_pretty(&wu)?)?;
-    std::fs::write(&preset_path, serde_json::to_vec_pretty(&preset)?)?;
-    let artifacts = dir.join("artifacts");
-    let cmd: Vec<String> = vec![
-        ctx.h.corral.to_string_lossy().into_owned(),
-        "run".into(),
-        "--work-unit".into(),
-        wu_path.to_string_lossy().into_owned(),
-        "--preset".into(),
-        preset_path.to_string_lossy().into_owned(),
-        "--repo".into(),
-        repo.to_string_lossy().into_owned(),
-        "--artifacts".into(),
-        artifacts.to_string_lossy().into_owned(),
-        "--json".into(),
-    ];
-    let scratch = ctx.h.scratch.clone();
-    let env = [
-        ("HOME", scratch.join("home").to_string_lossy().into_owned()),
-        (
-            "XDG_CACHE_HOME",
-            scratch.join("cache").to_string_lossy().into_owned(),
-        ),
-        (
-            "XDG_DATA_HOME",
-            scratch.join("data").to_string_lossy().into_owned(),
-        ),
-    ];
-    let p = pty_exec(&dir.join("io"), spec.wall_seconds + 60, &cmd, &env)?;
+    let prep = ctx.prepare(spec, &BTreeMap::new(), "pty-run")?;
+    let mut cmd = vec![ctx.h.corral.to_string_lossy().into_owned()];
+    cmd.extend(prep.args.iter().cloned());
+    cmd.push("--json".into());
+    let env: Vec<(&str, String)> = prep
+        .env
+        .iter()
+        .filter(|(k, _)| k != "PATH")
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    let p = pty_exec(&prep.dir.join("io"), spec.wall_seconds + 60, &cmd, &env)?;
     ctx.supervisors.push(p.pid);
-    let manifest: Value = serde_json::from_slice(&p.stdout).unwrap_or(Value::Null);
-    let log = |k: &str| {
-        manifest["logs"][k]["digest"]
-            .as_str()
-            .map(|d| read_artifact(&artifacts, d))
-            .unwrap_or_default()
-    };
-    let obs = RunObs {
-        exit: i32::try_from(p.rc).unwrap_or(-1),
-        stdout: log("stdout"),
-        stderr: log("stderr"),
-        manifest,
-        corral_stderr: String::from_utf8_lossy(&p.stderr).into_owned(),
-        elapsed: p.elapsed,
-        supervisor_pid: p.pid,
-        peak_rss_kib: 0,
-        repo,
-        artifacts,
-    };
+    let obs = ctx.observe(
+        prep,
+        i32::try_from(p.rc).unwrap_or(-1),
+        &p.stdout,
+        String::from_utf8_lossy(&p.stderr).into_owned(),
+        p.elapsed,
+        p.pid,
+        0,
+    );
     if ctx.h.verbose {
-        eprintln!(
-            "[{}] pty run: exit {} {} in {:?}, pty input {:?}\n--- worker output ---\n{}\n--- corral stderr ---\n{}",
-            ctx.id,
-            obs.exit,
-            obs.termination(),
-            obs.elapsed,
-            p.injected,
-            truncate(&obs.output(), 4000),
-            truncate(&obs.corral_stderr, 2000)
-        );
+        eprintln!("[{}] pty input {:?}", ctx.id, p.injected);
     }
     Ok((obs, p.injected))
 }
@@ -354,17 +300,7 @@ fn krn_01(ctx: &mut Ctx) -> Result<Verdict> {
     let legacy = read_sysctl("/proc/sys/dev/tty/legacy_tiocsti");
     let mut cmd: Vec<String> = vec!["timeout".into(), "-s".into(), "KILL".into(), "20".into()];
     if legacy == "1" {
-        cmd.extend(
-            [
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-                "--bounding-set=-all",
-            ]
-            .map(String::from),
-        );
+        cmd.extend(AS_NOBODY.map(String::from));
     }
     cmd.push(
         ctx.h

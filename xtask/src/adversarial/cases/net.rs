@@ -22,14 +22,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::{Value, json};
 
 use super::{describe, judge_escapes, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, CtlObs, Ctx, Net, RunObs, RunSpec, sh, truncate};
+use crate::adversarial::harness::{Control, CtlObs, Ctx, Net, RunObs, RunSpec, sh};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -393,118 +391,18 @@ impl Lab {
     }
 }
 
-/// `ctx.run` for a lab run. The harness's `RunSpec.netns` goes through `ip netns exec`, which
-/// remounts `/sys` in a new mount namespace: the cgroup v1 hierarchies under
-/// `/sys/fs/cgroup` vanish and corral (rightly) refuses to start without them. This enters
-/// only the lab's network namespace (`nsenter --net`), then a private mount namespace that
-/// keeps every host mount and binds the lab's resolv.conf over `/etc/resolv.conf`.
+/// `ctx.run` inside the lab: corral enters only the lab's network namespace and binds the
+/// lab's resolv.conf in a private mount namespace (`RunSpec.netns`).
 fn lab_run(
     ctx: &mut Ctx,
     lab: &Lab,
     spec: &RunSpec,
     vars: &BTreeMap<String, String>,
 ) -> Result<RunObs> {
-    let k = LAB_RUNS.fetch_add(1, Ordering::SeqCst);
-    let dir = ctx.dir.join(format!("labrun{k}"));
-    std::fs::create_dir_all(&dir)?;
-    let (repo, base) = ctx.repo(&spec.repo, &dir.join("repo"))?;
-    let (wu, mut preset) = ctx.documents(spec, &base);
-    let mut argv = vec![ctx.n.clone()];
-    argv.extend(spec.args.iter().map(|a| ctx.subst(a, "/workspace", vars)));
-    preset["argv"] = json!(argv);
-    preset["executable"] = json!(ctx.h.attacks.join(&spec.script).to_string_lossy());
-    let wu_path = dir.join("work-unit.json");
-    let preset_path = dir.join("preset.json");
-    std::fs::write(&wu_path, serde_json::to_vec_pretty(&wu)?)?;
-    std::fs::write(&preset_path, serde_json::to_vec_pretty(&preset)?)?;
-    let artifacts = dir.join("artifacts");
-    let mut cmd = Command::new("nsenter");
-    cmd.arg(format!("--net=/run/netns/{}", lab.ns))
-        .args(["unshare", "-m", "--propagation", "private", "sh", "-c"])
-        .arg("mount --bind \"$1\" /etc/resolv.conf && shift && exec \"$@\"")
-        .arg("sh")
-        .arg(&lab.resolv)
-        .arg(&ctx.h.corral)
-        .arg("run")
-        .arg("--work-unit")
-        .arg(&wu_path)
-        .arg("--preset")
-        .arg(&preset_path)
-        .arg("--repo")
-        .arg(&repo)
-        .arg("--artifacts")
-        .arg(&artifacts)
-        .arg("--json")
-        .env_clear()
-        .env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        )
-        .env("HOME", ctx.h.scratch.join("home"))
-        .env("XDG_CACHE_HOME", ctx.h.scratch.join("cache"))
-        .env("XDG_DATA_HOME", ctx.h.scratch.join("data"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let start = Instant::now();
-    let child = cmd.spawn().context("starting corral in the lab")?;
-    ctx.supervisors.push(child.id());
-    let pid = child.id();
-    // corral's wall budget plus a grace: a hung supervisor is killed (and reported).
-    let deadline = spec.wall_seconds + 60;
-    let killer = std::thread::spawn(move || {
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(deadline) {
-            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-    });
-    let out = child.wait_with_output()?;
-    let _ = killer.join();
-    let elapsed = start.elapsed();
-    let manifest: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    let log = |key: &str| {
-        manifest["logs"][key]["digest"]
-            .as_str()
-            .and_then(|d| {
-                let hex = d.strip_prefix("sha256:").unwrap_or(d);
-                std::fs::read(artifacts.join("sha256").join(hex)).ok()
-            })
-            .unwrap_or_default()
-    };
-    let obs = RunObs {
-        exit: out.status.code().unwrap_or(-1),
-        stdout: log("stdout"),
-        stderr: log("stderr"),
-        manifest,
-        corral_stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        elapsed,
-        supervisor_pid: pid,
-        peak_rss_kib: 0,
-        repo,
-        artifacts,
-    };
-    if ctx.h.verbose {
-        eprintln!(
-            "[{}] lab run: exit {} {} {} in {:?}\n--- worker output ---\n{}\n--- corral stderr ---\n{}",
-            ctx.id,
-            obs.exit,
-            obs.outcome(),
-            obs.termination(),
-            obs.elapsed,
-            truncate(&obs.output(), 4000),
-            truncate(&obs.corral_stderr, 2000)
-        );
-    }
-    Ok(obs)
+    let mut spec = spec.clone();
+    spec.netns = Some((lab.ns.clone(), Some(lab.resolv.clone())));
+    ctx.run(&spec, vars)
 }
-
-static LAB_RUNS: AtomicUsize = AtomicUsize::new(0);
 
 fn stop_daemon(d: &Rc<RefCell<Option<Child>>>) {
     if let Some(mut c) = d.borrow_mut().take() {

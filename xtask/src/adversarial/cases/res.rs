@@ -20,7 +20,7 @@ use anyhow::Result;
 
 use super::{describe, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, Ctx, RunObs, RunSpec, walk};
+use crate::adversarial::harness::{AS_NOBODY, Control, Ctx, RunObs, RunSpec, walk};
 
 const MIB: u64 = 1 << 20;
 /// Small budgets keep the cases fast.
@@ -672,16 +672,10 @@ impl Monitor {
                         ),
                         ("sh -c true", vec!["sh", "-c", "true"]),
                     ] {
-                        let out = Command::new("setpriv")
+                        let out = Command::new(AS_NOBODY[0])
                             .env_clear()
                             .env("PATH", "/usr/bin:/bin")
-                            .args([
-                                "--reuid=65534",
-                                "--regid=65534",
-                                "--clear-groups",
-                                "--inh-caps=-all",
-                                "--bounding-set=-all",
-                            ])
+                            .args(&AS_NOBODY[1..])
                             .args(&argv)
                             .stdin(Stdio::null())
                             .output();

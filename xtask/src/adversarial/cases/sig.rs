@@ -7,12 +7,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::proc::{Watcher, proc_info};
 use super::{describe, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, Ctx, RunSpec, truncate};
+use crate::adversarial::harness::{AS_NOBODY, Control, Ctx, RunSpec, truncate};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -470,50 +470,15 @@ pub(super) fn pty_corral(
     json_out: bool,
     typed: &[u8],
 ) -> Result<PtyCorral> {
-    let dir = ctx.dir.join(format!("pty-{tag}"));
-    std::fs::create_dir_all(&dir)?;
-    let (repo, base) = ctx.repo(&spec.repo, &dir.join("repo"))?;
-    let (wu, mut preset) = ctx.documents(spec, &base);
-    let mut argv = vec![ctx.n.clone()];
-    argv.extend(spec.args.iter().map(|a| ctx.subst(a, "/workspace", v)));
-    preset["argv"] = json!(argv);
-    let wu_path = dir.join("work-unit.json");
-    let preset_path = dir.join("preset.json");
-    std::fs::write(&wu_path, serde_json::to_vec_pretty(&wu)?)?;
-    std::fs::write(&preset_path, serde_json::to_vec_pretty(&preset)?)?;
-    let artifacts = dir.join("artifacts");
-    let mut cmd: Vec<String> = vec![
-        corral_path(ctx),
-        "run".into(),
-        "--work-unit".into(),
-        wu_path.to_string_lossy().into_owned(),
-        "--preset".into(),
-        preset_path.to_string_lossy().into_owned(),
-        "--repo".into(),
-        repo.to_string_lossy().into_owned(),
-        "--artifacts".into(),
-        artifacts.to_string_lossy().into_owned(),
-    ];
+    let prep = ctx.prepare(spec, v, &format!("pty-{tag}"))?;
+    let mut cmd = vec![corral_path(ctx)];
+    cmd.extend(prep.args.iter().cloned());
     if json_out {
         cmd.push("--json".into());
     }
-    let scratch = &ctx.h.scratch;
-    let env = vec![
-        (
-            "PATH".to_owned(),
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
-        ),
-        ("HOME".into(), scratch.join("home").display().to_string()),
-        (
-            "XDG_CACHE_HOME".into(),
-            scratch.join("cache").display().to_string(),
-        ),
-        (
-            "XDG_DATA_HOME".into(),
-            scratch.join("data").display().to_string(),
-        ),
-        ("TERM".into(), "xterm".into()),
-    ];
+    let mut env = prep.env.clone();
+    env.push(("TERM".into(), "xterm".into()));
+    let (dir, artifacts) = (prep.dir, prep.artifacts);
     let manifest_file = dir.join("manifest.json");
     let pty = pty_run(
         ctx,
@@ -564,20 +529,11 @@ pub(super) fn pty_control(
         .args(["65534:65534"])
         .arg(&ws)
         .status();
-    let mut argv: Vec<String> = [
-        "setpriv",
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "sh",
-        "-c",
-        "cd \"$1\" && shift && exec \"$@\"",
-        "sh",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut argv: Vec<String> = AS_NOBODY
+        .iter()
+        .chain(&["sh", "-c", "cd \"$1\" && shift && exec \"$@\"", "sh"])
+        .map(|s| (*s).to_owned())
+        .collect();
     argv.push(ws.to_string_lossy().into_owned());
     argv.push(ctx.h.attacks.join(script).to_string_lossy().into_owned());
     argv.push(ctx.n.clone());
