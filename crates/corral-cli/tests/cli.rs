@@ -269,3 +269,43 @@ fn schema_command_prints_committed_schemas() {
     let out = corral(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// `CORRAL_WITHDRAW_CAPABILITY` can only take a capability away (the probe then reports it
+/// missing and exits 3); an unknown name is bad input, never ignored. Positive control: the
+/// same probe without it attests all nine (this host; CI is root).
+#[test]
+fn withdrawn_capability_is_reported_missing_and_unknown_names_are_refused() {
+    let probe = |withdraw: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+        c.args(["probe", "--json"])
+            .env_remove("CORRAL_WITHDRAW_CAPABILITY");
+        if let Some(w) = withdraw {
+            c.env("CORRAL_WITHDRAW_CAPABILITY", w);
+        }
+        c.output().unwrap()
+    };
+    let all = probe(None);
+    assert_eq!(all.status.code(), Some(0), "{}", stderr(&all));
+    let o = probe(Some("memory_limit,network_enforcement"));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (cap, enforced) in [
+        ("memory_limit", false),
+        ("network_enforcement", false),
+        ("cpu_limit", true),
+    ] {
+        assert_eq!(
+            v["capabilities"][cap]["enforced"],
+            serde_json::json!(enforced),
+            "{cap}: {v}"
+        );
+    }
+    let bad = probe(Some("memory_limit,no_such_capability"));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("no_such_capability"),
+        "{}",
+        stderr(&bad)
+    );
+    assert!(bad.stdout.is_empty());
+}

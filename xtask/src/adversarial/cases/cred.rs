@@ -8,9 +8,9 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 
 use super::fs::{canary_leaks, canary_py};
-use super::{describe, started, vars};
+use super::{control_escapes, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{AS_NOBODY, Control, CtlObs, Ctx, RunObs, RunSpec, set_mode};
+use crate::adversarial::harness::{AS_NOBODY, Control, Ctx, RunObs, RunSpec, set_mode};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -70,23 +70,11 @@ fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
+/// `escapes_inside`, and a canary in the output or the candidate is a breach too.
 fn inside_escapes(ctx: &Ctx, run: &RunObs, j: &mut Judge) {
-    j.require(started(run), format!("the worker ran ({})", describe(run)));
-    for e in ctx.escapes(&run.output()) {
-        j.breach(true, format!("inside the sandbox: {e}"));
-    }
+    super::escapes_inside(ctx, run, j);
     for l in canary_leaks(ctx, run) {
         j.breach(true, l);
-    }
-}
-
-fn control_fired(ctx: &Ctx, ctl: &CtlObs, labels: &[&str], j: &mut Judge) {
-    let esc = ctx.escapes(&ctl.output());
-    for l in labels {
-        j.control(
-            esc.iter().any(|e| e.contains(l)),
-            format!("outside the sandbox the attack `{l}` got through"),
-        );
     }
 }
 
@@ -184,7 +172,7 @@ fn cred_01(ctx: &mut Ctx) -> Result<Verdict> {
         run.output().contains("canary count 0"),
         "the worker scanned /proc",
     );
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[
@@ -293,7 +281,7 @@ fn cred_02(ctx: &mut Ctx) -> Result<Verdict> {
         tcp.above(inside_tcp),
         "the control reached the fake engine TCP port",
     );
-    control_fired(ctx, &ctl, &["connected to the engine socket"], &mut j);
+    control_escapes(ctx, &ctl, &["connected to the engine socket"], &mut j);
     Ok(j.verdict())
 }
 
@@ -410,7 +398,7 @@ fn cred_03(ctx: &mut Ctx) -> Result<Verdict> {
             String::from_utf8_lossy(&added.stderr).trim()
         ),
     );
-    control_fired(ctx, &ctl, &["ssh-add -L listed keys via"], &mut j);
+    control_escapes(ctx, &ctl, &["ssh-add -L listed keys via"], &mut j);
     j.control(
         ctl.output().contains(&c),
         "the control printed the canary key's comment",
@@ -502,7 +490,7 @@ fn cred_04(ctx: &mut Ctx) -> Result<Verdict> {
         "the worker searched its whole file system",
     );
     for p in &planted {
-        control_fired(ctx, &ctl, &[&format!("read canary {}", s(p))], &mut j);
+        control_escapes(ctx, &ctl, &[&format!("read canary {}", s(p))], &mut j);
     }
     Ok(j.verdict())
 }
@@ -553,7 +541,7 @@ fn cred_05(ctx: &mut Ctx) -> Result<Verdict> {
         run.output().contains("git config -l:"),
         "the worker listed its git config",
     );
-    control_fired(ctx, &ctl, &["canary in", "base64 token in"], &mut j);
+    control_escapes(ctx, &ctl, &["canary in", "base64 token in"], &mut j);
     j.note("corral checks out the base commit from its own cache: the host .git/config never enters the sandbox");
     Ok(j.verdict())
 }
@@ -642,7 +630,7 @@ fn cred_06(ctx: &mut Ctx) -> Result<Verdict> {
             out.trim()
         ),
     );
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[
@@ -719,7 +707,7 @@ fn cred_07(ctx: &mut Ctx) -> Result<Verdict> {
     let (run, ctl) = (run?, ctl?);
     let mut j = Judge::new();
     inside_escapes(ctx, &run, &mut j);
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[

@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use sha2::{Digest as _, Sha256};
 
-use super::{describe, started, vars};
+use super::{control_escapes, describe, escapes_inside, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{AS_NOBODY, Control, CtlObs, Ctx, RunObs, RunSpec, set_mode};
 
@@ -303,24 +303,6 @@ fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// Every ESC line of a run is a breach; the run must have started.
-fn inside_escapes(ctx: &Ctx, run: &RunObs, j: &mut Judge) {
-    j.require(started(run), format!("the worker ran ({})", describe(run)));
-    for e in ctx.escapes(&run.output()) {
-        j.breach(true, format!("inside the sandbox: {e}"));
-    }
-}
-
-fn control_fired(ctx: &Ctx, ctl: &CtlObs, labels: &[&str], j: &mut Judge) {
-    let esc = ctx.escapes(&ctl.output());
-    for l in labels {
-        j.control(
-            esc.iter().any(|e| e.contains(l)),
-            format!("outside the sandbox the attack `{l}` got through"),
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // FS-01
 
@@ -417,9 +399,9 @@ fn fs_01(ctx: &mut Ctx) -> Result<Verdict> {
     };
     let ctl = ctx.control(&spec, &vars([("P", s(&decoy))]), &how)?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     compare(&mut j, &watched, &before, &after);
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[
@@ -487,12 +469,12 @@ fn fs_02(ctx: &mut Ctx) -> Result<Verdict> {
     )?;
     let user_ctl = ctx.control(&spec, &nowalk, &Control::default())?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     for l in canary_leaks(ctx, &run) {
         j.breach(true, l);
     }
-    control_fired(ctx, &root_ctl, &["read canary /root/.canary"], &mut j);
-    control_fired(
+    control_escapes(ctx, &root_ctl, &["read canary /root/.canary"], &mut j);
+    control_escapes(
         ctx,
         &user_ctl,
         &[&format!("read canary {}", s(&home_c))],
@@ -571,7 +553,7 @@ fn fs_03(ctx: &mut Ctx) -> Result<Verdict> {
         },
     )?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     compare(&mut j, &watched, &before, &after);
     for l in canary_leaks(ctx, &run) {
         j.breach(true, l);
@@ -589,7 +571,7 @@ fn fs_03(ctx: &mut Ctx) -> Result<Verdict> {
         github && run.outcome() == "candidate_captured",
         "a change under the forbidden .github/ was captured",
     );
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[
@@ -677,12 +659,12 @@ fn fs_04(ctx: &mut Ctx) -> Result<Verdict> {
         },
     )?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     compare(&mut j, &watched, &before, &after);
     for l in canary_leaks(ctx, &run) {
         j.breach(true, l);
     }
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[
@@ -763,8 +745,8 @@ fn fs_05(ctx: &mut Ctx) -> Result<Verdict> {
         },
     )?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
-    control_fired(
+    escapes_inside(ctx, &run, &mut j);
+    control_escapes(
         ctx,
         &leak,
         &[
@@ -774,7 +756,7 @@ fn fs_05(ctx: &mut Ctx) -> Result<Verdict> {
         ],
         &mut j,
     );
-    control_fired(ctx, &root, &["open_by_handle_at"], &mut j);
+    control_escapes(ctx, &root, &["open_by_handle_at"], &mut j);
     Ok(j.verdict())
 }
 
@@ -851,9 +833,9 @@ fn fs_06(ctx: &mut Ctx) -> Result<Verdict> {
         },
     )?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     compare(&mut j, &watched, &before, &after);
-    control_fired(ctx, &ctl, &["reopened the exe of pid"], &mut j);
+    control_escapes(ctx, &ctl, &["reopened the exe of pid"], &mut j);
     j.require(
         run.output().contains("1 exe"),
         "the worker looked at /proc/1/exe",
@@ -919,7 +901,7 @@ fn fs_07(ctx: &mut Ctx) -> Result<Verdict> {
     let (reference, _) = ctx.repo("standard", &reference)?;
     let ctl = ctx.control(&spec, &BTreeMap::new(), &Control::default())?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     for f in [".git/config", ".git/HEAD", ".git/refs/heads/main"] {
         let host = std::fs::read(run.repo.join(f)).unwrap_or_default();
         let want = std::fs::read(reference.join(f)).unwrap_or_default();
@@ -932,7 +914,7 @@ fn fs_07(ctx: &mut Ctx) -> Result<Verdict> {
         run.repo.join(".git/config.aside").exists(),
         "the host repository has .git/config.aside",
     );
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &["unshare(CLONE_NEWUSER|CLONE_NEWNS)", "unshare -Urm"],
@@ -996,11 +978,11 @@ fn fs_08(ctx: &mut Ctx) -> Result<Verdict> {
         },
     )?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     for (p, c) in run.changed_paths() {
         j.note(format!("candidate path {p} ({c})"));
     }
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[
@@ -1113,7 +1095,7 @@ fn fs_09(ctx: &mut Ctx) -> Result<Verdict> {
         },
     )?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     for ((k, b), a) in keys.iter().zip(&before).zip(&after) {
         j.breach(
             a != b,
@@ -1124,7 +1106,7 @@ fn fs_09(ctx: &mut Ctx) -> Result<Verdict> {
         Path::new(&format!("/tmp/PWN-{}", ctx.n)).exists(),
         "core_pattern payload ran on the host",
     );
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[
@@ -1203,7 +1185,7 @@ fn fs_10(ctx: &mut Ctx) -> Result<Verdict> {
         },
     )?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run, &mut j);
+    escapes_inside(ctx, &run, &mut j);
     // The setuid file left in src/: it must be rejected, or captured without the bits.
     let patch = String::from_utf8_lossy(&run.patch()).into_owned();
     let in_candidate = run
@@ -1244,7 +1226,7 @@ fn fs_10(ctx: &mut Ctx) -> Result<Verdict> {
         run.outcome(),
         run.rejection_codes()
     ));
-    control_fired(
+    control_escapes(
         ctx,
         &ctl,
         &[
@@ -1311,8 +1293,8 @@ fn fs_11(ctx: &mut Ctx) -> Result<Verdict> {
     std::thread::sleep(Duration::from_millis(10));
     let ctl2 = own_control(ctx, "FS-11.py", &args2, &ws, false, "", &[])?;
     let mut j = Judge::new();
-    inside_escapes(ctx, &run1, &mut j);
-    inside_escapes(ctx, &run2, &mut j);
+    escapes_inside(ctx, &run1, &mut j);
+    escapes_inside(ctx, &run2, &mut j);
     j.require(
         run1.output().contains("planted src/.vscode"),
         "run 1 planted its links",
@@ -1329,7 +1311,7 @@ fn fs_11(ctx: &mut Ctx) -> Result<Verdict> {
             run2.rejection_codes()
         ),
     );
-    control_fired(ctx, &ctl2, &["run 1's link src/.vscode"], &mut j);
+    control_escapes(ctx, &ctl2, &["run 1's link src/.vscode"], &mut j);
     j.note(format!(
         "run 1: outcome {}, changed {:?}, rejections {:?}",
         run1.outcome(),

@@ -56,14 +56,29 @@ pub fn vars<const K: usize>(pairs: [(&str, String); K]) -> BTreeMap<String, Stri
 /// `ESC-<N>` line; the control (outside the sandbox) must have printed at least one for
 /// each of `labels` (a label is a substring of the ESC line).
 pub fn judge_escapes(ctx: &Ctx, run: &RunObs, ctl: &CtlObs, labels: &[&str], j: &mut Judge) {
+    escapes_inside(ctx, run, j);
+    control_escapes(ctx, ctl, labels, j);
+}
+
+/// The run must have started the worker, and every `ESC-<N>` line it stored is a breach.
+pub fn escapes_inside(ctx: &Ctx, run: &RunObs, j: &mut Judge) {
     j.require(started(run), format!("the worker ran ({})", describe(run)));
+    esc_breaches(ctx, run, j);
+}
+
+/// Every `ESC-<N>` line the run stored is a breach.
+pub fn esc_breaches(ctx: &Ctx, run: &RunObs, j: &mut Judge) {
     for e in ctx.escapes(&run.output()) {
         j.breach(true, format!("inside the sandbox: {e}"));
     }
-    let ctl_esc = ctx.escapes(&ctl.output());
+}
+
+/// The control must have printed an `ESC-<N>` line containing each of `labels`.
+pub fn control_escapes(ctx: &Ctx, ctl: &CtlObs, labels: &[&str], j: &mut Judge) {
+    let esc = ctx.escapes(&ctl.output());
     for l in labels {
         j.control(
-            ctl_esc.iter().any(|e| e.contains(l)),
+            esc.iter().any(|e| e.contains(l)),
             format!("outside the sandbox the attack `{l}` got through"),
         );
     }

@@ -25,9 +25,9 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::{describe, judge_escapes, started, vars};
+use super::{control_escapes, escapes_inside, judge_escapes, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, CtlObs, Ctx, Net, RunObs, RunSpec, sh};
+use crate::adversarial::harness::{Control, Ctx, Net, RunObs, RunSpec, sh};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -434,23 +434,6 @@ fn proxy_ok(ctx: &Ctx, lab: &Lab, run: &RunObs, marker: &str, j: &mut Judge) {
              lab listener logged `{marker}` ({logged})"
         ),
     );
-}
-
-fn escapes_inside(ctx: &Ctx, run: &RunObs, j: &mut Judge) {
-    j.require(started(run), format!("the worker ran ({})", describe(run)));
-    for e in ctx.escapes(&run.output()) {
-        j.breach(true, format!("inside the sandbox: {e}"));
-    }
-}
-
-fn control_escapes(ctx: &Ctx, ctl: &CtlObs, labels: &[&str], j: &mut Judge) {
-    let esc = ctx.escapes(&ctl.output());
-    for l in labels {
-        j.control(
-            esc.iter().any(|e| e.contains(l)),
-            format!("outside the sandbox the attack `{l}` got through"),
-        );
-    }
 }
 
 // ---------------------------------------------------------------------------------------

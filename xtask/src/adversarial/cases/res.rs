@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::{describe, started, vars};
+use super::{describe, esc_breaches, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{AS_NOBODY, Control, Ctx, RunObs, RunSpec, walk};
 
@@ -762,13 +762,6 @@ fn corral_survived(run: &RunObs, wall: u64, j: &mut Judge) {
     );
 }
 
-/// ESC lines in a sandboxed run are breaches.
-fn escapes_are_breaches(ctx: &Ctx, run: &RunObs, j: &mut Judge) {
-    for e in ctx.escapes(&run.output()) {
-        j.breach(true, format!("inside the sandbox: {e}"));
-    }
-}
-
 /// Files named `name` on the host where a write outside the workspace could land
 /// (depth-limited walk; `/` itself one level).
 fn host_files_named(name: &str) -> Vec<PathBuf> {
@@ -835,7 +828,7 @@ fn res_cpu_01(ctx: &mut Ctx) -> Result<Verdict> {
         "the busy loops started",
     );
     corral_survived(&run, spec.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let (cpu, wall) = (exec_u64(&run, "cpu_ms"), exec_u64(&run, "wall_ms"));
     let term = run.termination().to_owned();
     j.breach(
@@ -897,7 +890,7 @@ fn res_cpu_01(ctx: &mut Ctx) -> Result<Verdict> {
     let run2 = ctx.run(&big, &v)?;
     let (cpu2, wall2) = (exec_u64(&run2, "cpu_ms"), exec_u64(&run2, "wall_ms"));
     corral_survived(&run2, big.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run2, &mut j);
+    esc_breaches(ctx, &run2, &mut j);
     j.control(
         cpu2 as f64 > budget_bound,
         format!(
@@ -958,7 +951,7 @@ fn res_mem_01(ctx: &mut Ctx) -> Result<Verdict> {
         "the balloon started growing",
     );
     corral_survived(&run, spec.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let peak = exec_u64(&run, "peak_memory_bytes");
     j.breach(
         run.termination() != "memory_limit",
@@ -1080,7 +1073,7 @@ fn res_mem_02(ctx: &mut Ctx) -> Result<Verdict> {
         format!("the worker ran ({})", describe(&run)),
     );
     corral_survived(&run, spec.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let out = run.output();
     let fills = tagged(&out, "FILL");
     j.require(
@@ -1271,7 +1264,7 @@ fn res_mem_03(ctx: &mut Ctx) -> Result<Verdict> {
         format!("the worker ran ({})", describe(&run)),
     );
     corral_survived(&run, spec.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let out = run.output();
     j.require(
         tagged_u64(&out, "SHM", 0).is_some(),
@@ -1361,7 +1354,7 @@ fn res_disk_01(ctx: &mut Ctx) -> Result<Verdict> {
         format!("the worker ran ({})", describe(&run)),
     );
     corral_survived(&run, spec.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let out = run.output();
     j.require(
         out.contains("WROTE sparse"),
@@ -1469,7 +1462,7 @@ fn res_disk_02(ctx: &mut Ctx) -> Result<Verdict> {
         format!("the worker ran ({})", describe(&run)),
     );
     corral_survived(&run, spec.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let out = run.output();
     let outs = tagged(&out, "OUT");
     j.require(
@@ -1547,7 +1540,7 @@ fn res_disk_03(ctx: &mut Ctx) -> Result<Verdict> {
         format!("the worker ran ({})", describe(&run)),
     );
     corral_survived(&run, spec.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let out = run.output();
     let got = tagged_u64(&out, "UNLINKED", 0);
     j.require(got.is_some(), "the attack reported its write (UNLINKED)");
@@ -1596,7 +1589,7 @@ fn res_disk_04(ctx: &mut Ctx) -> Result<Verdict> {
         format!("flood: the worker ran ({})", describe(&run)),
     );
     corral_survived(&run, flood.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let out = run.output();
     let f = tagged(&out, "FLOOD");
     let (count, err) = f
@@ -1638,7 +1631,7 @@ fn res_disk_04(ctx: &mut Ctx) -> Result<Verdict> {
         format!("deep: the worker ran ({})", describe(&run)),
     );
     corral_survived(&run, deep.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let out = run.output();
     let depth = tagged_u64(&out, "DEEP", 0).unwrap_or(0);
     j.require(
@@ -1714,7 +1707,7 @@ fn res_pid_01(ctx: &mut Ctx) -> Result<Verdict> {
         format!("the worker ran ({})", describe(&run)),
     );
     corral_survived(&run, spec.wall_seconds, &mut j);
-    escapes_are_breaches(ctx, &run, &mut j);
+    esc_breaches(ctx, &run, &mut j);
     let out = run.output();
     let max = spec.max_processes;
     let threads = tagged_u64(&out, "THREADS", 0);
