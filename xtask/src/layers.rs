@@ -30,6 +30,10 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("corral-egress", &["corral-contract"]),
     ("corral-capture", &["corral-contract"]),
+    (
+        "corral-checkout",
+        &["corral-contract", "corral-capture", "corral-process"],
+    ),
     ("corral-manifest", &["corral-contract", "corral-capture"]),
     ("corral-export", &["corral-contract", "corral-admission"]),
     (
@@ -42,6 +46,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "corral-linux",
             "corral-egress",
             "corral-capture",
+            "corral-checkout",
             "corral-manifest",
         ],
     ),
@@ -55,6 +60,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "corral-linux",
             "corral-egress",
             "corral-capture",
+            "corral-checkout",
             "corral-manifest",
             "corral-runner",
             "corral-export",

@@ -15,14 +15,17 @@
 //!   temporary git directory with a clean environment (see [`git`]).
 //! - Every file is opened relative to a directory fd with `O_NOFOLLOW` and
 //!   `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`; symlinks are read with `readlinkat`,
-//!   never followed; FIFOs, sockets and devices are never opened.
+//!   never followed; FIFOs, sockets and devices are never opened. A symlink's target is
+//!   judged by resolving it in the candidate *tree* (git objects), never on the host.
 //! - Sizes are checked from `st_size`/`st_blocks` before anything is read; entries, depth,
-//!   bytes and time are bounded, and hitting a bound rejects (never truncates or skips).
+//!   bytes and time are bounded, and hitting a bound rejects (never truncates or skips);
+//!   symlink resolution is bounded too (40 links per chain, a lookup budget per capture).
 //! - This crate depends on `corral-contract` only, never on a sandbox backend.
 #![forbid(unsafe_code)]
 
 pub mod git;
 pub mod ignore;
+mod links;
 pub mod objects;
 pub mod scope;
 mod walk;
@@ -289,6 +292,9 @@ pub fn capture(req: &CaptureRequest<'_>) -> Result<CaptureResult, CaptureError> 
         format,
     );
     let root = walker.walk_root(req.upper.as_fd(), base_tree)?;
+    // Symlinks are judged once the whole change set is known: physically, inside the tree
+    // `git apply` of the patch will produce (see `links`).
+    walker.check_symlinks(root.unwrap_or(base_tree))?;
     let walk::Outcome {
         mut changed,
         mut ignored,

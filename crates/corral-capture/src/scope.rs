@@ -1,10 +1,16 @@
-//! Path validation, scope checks and symlink-target checks for changed paths.
+//! Path validation and scope checks for changed paths (symlink targets are resolved in
+//! `links`, after the walk).
 //!
 //! Every path is checked as the raw bytes the filesystem gave: nothing is decoded, normalized
-//! or repaired before the check (CAP-10, CAP-11).
+//! or repaired before the check (CAP-10, CAP-11). The one exception is a *judgement* about
+//! what a name may mean elsewhere (`.git`, the [`EXECUTES_LATER`] names): those use the one
+//! shared folding of `corral_contract::path` ([`fold_name`], [`names_alias_of`]), so a name
+//! that some consumer's file system takes for `.npmrc` is judged as `.npmrc`.
 
 use corral_contract::codes::{ReasonCode, Rejection};
-use corral_contract::path::{PathPattern, RepoPath, RepoPathBytesError, is_git_lookalike};
+use corral_contract::path::{
+    PathPattern, RepoPath, RepoPathBytesError, fold_name, is_git_lookalike, names_alias_of,
+};
 
 /// Renders raw path bytes for a human or a JSON field without letting control characters,
 /// bidi overrides or invalid UTF-8 through: `\xNN` for bytes that are not valid UTF-8 or are
@@ -45,7 +51,9 @@ fn is_invisible(c: char) -> bool {
 
 /// Path components (files or folders) that execute code or change tools' behaviour when a
 /// shell, editor, package manager, git or an agent merely opens the folder (CAP-13; the
-/// "dangerous files" of sandbox-runtime's mandatory deny list and their kin).
+/// "dangerous files" of sandbox-runtime's mandatory deny list and their kin). Lowercase: a
+/// component matches an entry when [`names_alias_of`] says so (any case, trailing dots and
+/// spaces, default-ignorable code points, NTFS 8.3 short names).
 pub const EXECUTES_LATER: &[&str] = &[
     ".bash_login",
     ".bash_profile",
@@ -101,40 +109,53 @@ impl Scope<'_> {
         }
     }
 
-    /// A path inside the scope that names a file or folder tools execute or obey just by
-    /// opening the folder (`.npmrc`, `.envrc`, `.vscode/`, ...) is rejected unless an
-    /// `allowed_paths` entry names it literally: a glob or a parent folder is not enough
-    /// (CAP-13: the scope policy has no escape hatch through config files).
+    /// A path inside the scope with a component that names (or is an alias of) a file or
+    /// folder tools execute or obey just by opening the folder (`.npmrc`, `.NPMRC`, `npmrc~1`,
+    /// `.vscode/`, ...) is rejected unless an `allowed_paths` entry names it literally: a glob
+    /// or a parent folder is not enough (CAP-13: the scope policy has no escape hatch through
+    /// config files). "Names" compares folded components ([`fold_name`]): the literal entry's
+    /// components, folded, equal the folded components of the path up to and including that
+    /// component, or of the whole path. Every such component of the path must be named.
     fn check_executes_later(&self, path: &RepoPath, out: &mut Vec<Rejection>) {
-        let mut prefix = String::new();
-        for c in path.components() {
-            if !prefix.is_empty() {
-                prefix.push('/');
-            }
-            prefix.push_str(c);
-            if EXECUTES_LATER.contains(&c) {
-                let named = self.allowed.iter().any(|p| {
-                    p.is_literal() && {
-                        let s = p.as_str().trim_end_matches('/');
-                        s == prefix || s == path.as_str()
-                    }
-                });
-                if !named {
-                    out.push(Rejection::new(
-                        ReasonCode::PathProtected,
-                        Some(path.as_str().to_owned()),
-                        format!(
-                            "{c:?} makes tools run code or change behaviour when they open the \
-                             folder; allowed only when allowed_paths names {prefix:?} exactly"
-                        ),
-                    ));
+        let components: Vec<&str> = path.components().collect();
+        let folded: Vec<String> = components.iter().map(|c| fold_name(c)).collect();
+        let named = |upto: &[String]| {
+            self.allowed.iter().any(|p| {
+                p.is_literal() && {
+                    let entry = p.as_str().strip_suffix('/').unwrap_or(p.as_str());
+                    entry.split('/').map(fold_name).eq(upto.iter().cloned())
                 }
-                return;
+            })
+        };
+        for (i, c) in components.iter().enumerate() {
+            // Every entry starts with '.', and a short name holds '~': a folded name with
+            // neither is an alias of none (a shortcut, not a second rule).
+            if !folded[i].starts_with('.') && !folded[i].contains('~') {
+                continue;
             }
+            let Some(entry) = EXECUTES_LATER.iter().find(|e| names_alias_of(c, e)) else {
+                continue;
+            };
+            if named(&folded[..=i]) || named(&folded) {
+                continue;
+            }
+            let prefix = components[..=i].join("/");
+            out.push(Rejection::new(
+                ReasonCode::PathProtected,
+                Some(escape_path(path.as_str().as_bytes())),
+                format!(
+                    "component \"{}\" names {entry:?}, which makes tools run code or change \
+                     behaviour when they open the folder; allowed only when allowed_paths names \
+                     \"{}\" exactly",
+                    escape_path(c.as_bytes()),
+                    escape_path(prefix.as_bytes()),
+                ),
+            ));
+            return;
         }
     }
 
-    fn contains(&self, path: &RepoPath) -> bool {
+    pub(crate) fn contains(&self, path: &RepoPath) -> bool {
         self.allowed.iter().any(|p| p.matches(path))
             && !self.forbidden.iter().any(|p| p.matches(path))
     }
@@ -166,65 +187,6 @@ impl Scope<'_> {
         }
         self.check(&path, out);
         Some(path)
-    }
-
-    /// Checks a symlink at `link` (raw path bytes) pointing at `target`: the target must be
-    /// relative, UTF-8, free of `.git` lookalikes, stay inside the repository when resolved
-    /// lexically from the link's directory, and land inside the scope.
-    pub fn check_symlink(&self, link: &[u8], target: &[u8], out: &mut Vec<Rejection>) {
-        let reject = |detail: String, out: &mut Vec<Rejection>| {
-            out.push(Rejection::new(
-                ReasonCode::SymlinkEscape,
-                Some(escape_path(link)),
-                format!("{detail} (target {:?})", escape_path(target)),
-            ));
-        };
-        if target.is_empty() {
-            return reject("symlink has an empty target".into(), out);
-        }
-        if target.starts_with(b"/") {
-            return reject("symlink target is absolute".into(), out);
-        }
-        let Ok(target_str) = std::str::from_utf8(target) else {
-            return reject("symlink target is not UTF-8".into(), out);
-        };
-        if target_str.chars().any(char::is_control) || target_str.contains('\\') {
-            return reject(
-                "symlink target contains a control character or backslash".into(),
-                out,
-            );
-        }
-        let mut stack: Vec<&[u8]> = link.split(|&b| b == b'/').collect();
-        stack.pop();
-        for component in target_str.split('/') {
-            match component {
-                "" | "." => {}
-                ".." => {
-                    if stack.pop().is_none() {
-                        return reject("symlink target leaves the repository".into(), out);
-                    }
-                }
-                c if is_git_lookalike(c) => {
-                    return reject("symlink target names .git or a lookalike".into(), out);
-                }
-                c => stack.push(c.as_bytes()),
-            }
-        }
-        if stack.is_empty() {
-            return reject("symlink target is the repository root".into(), out);
-        }
-        let resolved = stack.join(&b'/');
-        match RepoPath::from_bytes(&resolved) {
-            Ok(p) if self.contains(&p) => {}
-            Ok(p) => reject(
-                format!(
-                    "symlink target resolves to {:?}, outside the scope",
-                    p.as_str()
-                ),
-                out,
-            ),
-            Err(_) => reject("symlink target resolves to an invalid path".into(), out),
-        }
     }
 }
 
@@ -288,34 +250,116 @@ mod tests {
         assert_eq!(codes(&["src/"], ".npmrc"), vec![ReasonCode::PathOutOfScope]);
     }
 
+    /// Every spelling some file system or tool takes for a protected name is protected, and an
+    /// allowed entry names it only when their folded components are equal.
+    #[test]
+    fn executes_later_aliases_are_protected() {
+        let codes = |allowed: &[&str], path: &str| {
+            let allowed = pats(allowed);
+            let scope = Scope {
+                allowed: &allowed,
+                forbidden: &[],
+            };
+            let mut out = Vec::new();
+            scope.check_changed(path.as_bytes(), &mut out);
+            out.iter().map(|r| r.code).collect::<Vec<_>>()
+        };
+        let aliases = [
+            // (changed path, the allowed entry that names it under the same normalization)
+            ("src/.VSCODE/tasks.json", "src/.vscode/"),
+            ("src/.NPMRC", "src/.npmrc"),
+            ("src/.Envrc", "src/.envrc"),
+            ("src/.npmrc.", "src/.npmrc"),
+            ("src/.npmrc. .", "src/.NPMRC"),
+            ("src/.vscode /tasks.json", "src/.vscode"),
+            ("src/.vs\u{200d}code/tasks.json", "src/.vscode/"),
+            ("src/\u{200b}.envrc", "src/.envrc"),
+            ("src/.Claude/commands/x.md", "src/.claude/"),
+            ("src/.MCP.json", "src/.mcp.json"),
+            ("src/NPMRC~1", "src/npmrc~1"),
+            ("src/VSCODE~1/tasks.json", "src/vscode~1/"),
+            ("src/MCP~1.JSO", "src/MCP~1.JSO"),
+            ("src/.GitAttributes", "src/.gitattributes"),
+            ("src/.Husky/pre-commit", "src/.husky/"),
+            ("src/x/.BASHRC", "src/x/.bashrc"),
+        ];
+        for (path, entry) in aliases {
+            assert_eq!(
+                codes(&["src/"], path),
+                vec![ReasonCode::PathProtected],
+                "{path:?}"
+            );
+            assert_eq!(
+                codes(&["src/*"], path),
+                vec![ReasonCode::PathProtected],
+                "{path:?}"
+            );
+            assert!(
+                codes(&["src/", entry], path).is_empty(),
+                "{path:?} / {entry:?}"
+            );
+        }
+        // A short name is not "the same path" as the long one it may stand for.
+        assert_eq!(
+            codes(&["src/", "src/.npmrc"], "src/NPMRC~1"),
+            vec![ReasonCode::PathProtected]
+        );
+        // A glob entry never names one.
+        assert_eq!(
+            codes(&["src/", "src/.np*"], "src/.NPMRC"),
+            vec![ReasonCode::PathProtected]
+        );
+        // Every protected component of a path must be named.
+        assert_eq!(
+            codes(&["src/", "src/.vscode/"], "src/.vscode/.NPMRC"),
+            vec![ReasonCode::PathProtected]
+        );
+        assert!(
+            codes(
+                &["src/", "src/.vscode/", "src/.vscode/.npmrc"],
+                "src/.vscode/.NPMRC"
+            )
+            .is_empty()
+        );
+        // Names that merely contain a protected one stay ordinary.
+        for ok in [
+            "src/npmrc.txt",
+            "src/.npmrcx",
+            "src/vscode/tasks.json",
+            "src/my.envrc",
+            "src/.envrc.example",
+            "src/claude.md",
+            "src/mcp.json",
+            "src/X~1",
+        ] {
+            assert!(codes(&["src/"], ok).is_empty(), "{ok:?}");
+        }
+        // The rejection shows hidden code points escaped, in its path and its detail.
+        let allowed = pats(&["src/"]);
+        let scope = Scope {
+            allowed: &allowed,
+            forbidden: &[],
+        };
+        let mut out = Vec::new();
+        scope.check_changed("src/.vs\u{200d}code/tasks.json".as_bytes(), &mut out);
+        assert_eq!(
+            out[0].path.as_deref(),
+            Some("src/.vs\\u{200d}code/tasks.json")
+        );
+        assert!(
+            out[0].detail.contains(".vs\\u{200d}code"),
+            "{}",
+            out[0].detail
+        );
+        assert!(!out[0].detail.contains('\u{200d}'), "{}", out[0].detail);
+    }
+
     #[test]
     fn escapes() {
         assert_eq!(escape_path(b"src/a\nb"), "src/a\\x0ab");
         assert_eq!(escape_path(b"src/\xff"), "src/\\xff");
         assert_eq!(escape_path("e\u{202e}x".as_bytes()), "e\\u{202e}x");
         assert_eq!(escape_path("é".as_bytes()), "é");
-    }
-
-    #[test]
-    fn symlink_rules() {
-        let allowed = pats(&["src/"]);
-        let scope = Scope {
-            allowed: &allowed,
-            forbidden: &[],
-        };
-        let check = |link: &str, target: &str| {
-            let mut out = Vec::new();
-            scope.check_symlink(link.as_bytes(), target.as_bytes(), &mut out);
-            out.is_empty()
-        };
-        assert!(check("src/a", "b"));
-        assert!(check("src/d/a", "../b"));
-        assert!(!check("src/a", "/etc/shadow"));
-        assert!(!check("src/a", "../../x"));
-        assert!(!check("src/gh", "../.github"));
-        assert!(!check("src/a", ".."));
-        assert!(!check("src/a", "../.git/hooks"));
-        assert!(!check("src/a", "x/.GIT"));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! with the base tree — never timestamps. Base trees are read only for directories that exist
 //! in the upper layer, so the cost follows the change, not the repository.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
@@ -20,6 +20,7 @@ use rustix::io::Errno;
 
 use crate::git::CatFile;
 use crate::ignore::{IgnoreList, is_excluded};
+use crate::links::{Resolver, Trees, Verdict};
 use crate::objects::{
     MODE_EXEC, MODE_FILE, MODE_SYMLINK, MODE_TREE, ObjectFormat, Oid, PackWriter, TreeEntry,
     encode_tree, object_id,
@@ -53,6 +54,13 @@ pub(crate) struct Walker<'s> {
     stats: CaptureStats,
     aborted: bool,
     ignore_stack: Vec<IgnoreList>,
+    /// Every symlink of the change set (new, modified or retyped), as (path, target): judged
+    /// by [`Walker::check_symlinks`] once the whole candidate tree is known.
+    links: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The targets of those symlinks by blob id (their blobs are only in the unfinished pack).
+    link_targets: HashMap<Oid, Vec<u8>>,
+    /// Every tree the walk wrote (only in the unfinished pack too), by id.
+    written: HashMap<Oid, Entries>,
 }
 
 /// Where a directory sits: its depth, whether an ancestor is ignored, whether it is opaque.
@@ -136,6 +144,9 @@ impl<'s> Walker<'s> {
             stats: CaptureStats::default(),
             aborted: false,
             ignore_stack: Vec::new(),
+            links: Vec::new(),
+            link_targets: HashMap::new(),
+            written: HashMap::new(),
         }
     }
 
@@ -163,7 +174,7 @@ impl<'s> Walker<'s> {
         Ok(match (r.changed, r.tree) {
             (false, _) => None,
             (true, Some(t)) => Some(t),
-            (true, None) => Some(self.write_tree(&Entries::new())?),
+            (true, None) => Some(self.write_tree(Entries::new())?),
         })
     }
 
@@ -221,11 +232,59 @@ impl<'s> Walker<'s> {
         Ok(self.cat.read_tree(oid)?.into_iter().collect())
     }
 
-    fn write_tree(&mut self, entries: &Entries) -> Result<Oid, CaptureError> {
+    /// Writes a tree of the candidate and keeps its entries for [`Walker::check_symlinks`].
+    fn write_tree(&mut self, entries: Entries) -> Result<Oid, CaptureError> {
         let data = encode_tree(entries.iter().map(|(n, e)| (n.as_slice(), *e)));
-        self.writer
+        let oid = self
+            .writer
             .write("tree", &data)
-            .map_err(|e| CaptureError::io("writing a tree object", e))
+            .map_err(|e| CaptureError::io("writing a tree object", e))?;
+        self.written.insert(oid, entries);
+        Ok(oid)
+    }
+
+    /// Resolves every symlink of the change set physically inside the candidate tree rooted
+    /// at `root` (see [`crate::links`]) and records a `symlink_escape` rejection for each one
+    /// that leaves the scope or the repository. Runs after the walk, when the whole change set
+    /// is known; bounded by [`crate::links::MAX_STEPS`] lookups (past it: `capture_limit`).
+    pub(crate) fn check_symlinks(&mut self, root: Oid) -> Result<(), CaptureError> {
+        let links = std::mem::take(&mut self.links);
+        if links.is_empty() {
+            return Ok(());
+        }
+        let deadline = self.deadline;
+        let trees = CandidateTrees {
+            written: &self.written,
+            link_targets: &self.link_targets,
+            base: HashMap::new(),
+            cat: &mut self.cat,
+            trees_read: &mut self.stats.trees_read,
+        };
+        let mut resolver = Resolver::new(self.scope, trees, root);
+        let mut found = Vec::new();
+        for (link, target) in &links {
+            if Instant::now() >= deadline {
+                return Err(CaptureError::Timeout);
+            }
+            match resolver.resolve(link, target)? {
+                Verdict::Inside => {}
+                Verdict::Escape(detail) => found.push(Rejection::new(
+                    ReasonCode::SymlinkEscape,
+                    Some(escape_path(link)),
+                    format!("{detail} (target {:?})", escape_path(target)),
+                )),
+                Verdict::Limit(detail) => {
+                    found.push(Rejection::new(
+                        ReasonCode::CaptureLimit,
+                        Some(escape_path(link)),
+                        detail,
+                    ));
+                    break;
+                }
+            }
+        }
+        self.rejections.extend(found);
+        Ok(())
     }
 
     fn xattr_is(&self, fd: BorrowedFd<'_>, name: &str, value: &[u8]) -> Result<bool, CaptureError> {
@@ -429,7 +488,7 @@ impl<'s> Walker<'s> {
         } else if !changed {
             base
         } else {
-            Some(self.write_tree(&new)?)
+            Some(self.write_tree(new)?)
         };
         Ok(DirResult { changed, tree })
     }
@@ -550,11 +609,11 @@ impl<'s> Walker<'s> {
             oid,
         };
         if classify(base, entry).is_some() {
-            self.scope
-                .check_symlink(full, &target, &mut self.rejections);
             self.writer
                 .write("blob", &target)
                 .map_err(|e| CaptureError::io("writing a blob", e))?;
+            self.link_targets.insert(oid, target.clone());
+            self.links.push((full.to_vec(), target));
         }
         Ok(Some(entry))
     }
@@ -685,5 +744,43 @@ impl<'s> Walker<'s> {
         }
         self.emit_change(full, ChangeKind::Deleted);
         Ok(())
+    }
+}
+
+/// The candidate tree as [`Resolver`] reads it: trees the walk wrote from memory, unchanged
+/// subtrees (base trees) through the walk's cat-file session, each read once.
+struct CandidateTrees<'a> {
+    written: &'a HashMap<Oid, Entries>,
+    link_targets: &'a HashMap<Oid, Vec<u8>>,
+    base: HashMap<Oid, Entries>,
+    cat: &'a mut CatFile,
+    trees_read: &'a mut u64,
+}
+
+impl Trees for CandidateTrees<'_> {
+    fn entry(&mut self, tree: &Oid, name: &[u8]) -> Result<Option<TreeEntry>, CaptureError> {
+        if let Some(entries) = self.written.get(tree) {
+            return Ok(entries.get(name).copied());
+        }
+        if let Some(entries) = self.base.get(tree) {
+            return Ok(entries.get(name).copied());
+        }
+        *self.trees_read += 1;
+        let entries: Entries = self.cat.read_tree(tree)?.into_iter().collect();
+        let found = entries.get(name).copied();
+        self.base.insert(*tree, entries);
+        Ok(found)
+    }
+
+    fn link_target(&mut self, blob: &Oid) -> Result<Vec<u8>, CaptureError> {
+        if let Some(t) = self.link_targets.get(blob) {
+            return Ok(t.clone());
+        }
+        match self.cat.read(blob)? {
+            Some((kind, data)) if kind == "blob" => Ok(data),
+            _ => Err(CaptureError::Git(format!(
+                "symlink blob {blob} is missing from the base"
+            ))),
+        }
     }
 }

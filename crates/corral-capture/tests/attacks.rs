@@ -477,6 +477,263 @@ fn cap_07_symlinks() {
     assert!(!patch.contains("print('hi')"));
 }
 
+/// The old, lexical judgement of a link (one link at a time, `..` applied to the text): the
+/// positive controls below show that it accepts what the file system resolves elsewhere.
+fn lexical(link: &str, target: &str) -> Option<String> {
+    let mut stack: Vec<&str> = link.split('/').collect();
+    stack.pop();
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                stack.pop()?;
+            }
+            c => stack.push(c),
+        }
+    }
+    (!stack.is_empty()).then(|| stack.join("/"))
+}
+
+/// A base with a document outside the `src/` scope (and, optionally, more entries).
+fn base_with_docs(extra: &[(&str, Node)]) -> Canonical {
+    let mut files = vec![
+        ("src/app.py", f("print('hi')\n")),
+        ("docs/guide.md", f("guide\n")),
+        ("README.md", f("readme\n")),
+    ];
+    files.extend(extra.iter().cloned());
+    Canonical::new(&files)
+}
+
+fn real(p: &Path) -> PathBuf {
+    fs::canonicalize(p).unwrap()
+}
+
+/// Item 2 of "hostile data never acts with corral's authority": `..` after a link applies to
+/// the link's target. `src/sub/d -> .` and `src/sub/e -> d/../../docs/guide.md` is
+/// `src/docs/guide.md` lexically (inside `src/`) but `docs/guide.md` on a file system.
+#[test]
+fn cap_07_dot_dot_after_a_link_is_resolved_physically() {
+    let canon = base_with_docs(&[]);
+    let mut ovl = Overlay::new(&canon);
+    fs::create_dir_all(ovl.m("src/sub")).unwrap();
+    symlink(".", ovl.m("src/sub/d")).unwrap();
+    symlink("d/../../docs/guide.md", ovl.m("src/sub/e")).unwrap();
+    // Positive control: the lexical rule puts it inside the scope, the kernel outside.
+    assert_eq!(
+        lexical("src/sub/e", "d/../../docs/guide.md").as_deref(),
+        Some("src/docs/guide.md")
+    );
+    assert_eq!(
+        real(&ovl.m("src/sub/e")),
+        real(&ovl.m("docs/guide.md")),
+        "the kernel resolves the link to docs/guide.md"
+    );
+    ovl.unmount();
+    let r = capture_upper(&canon, &ovl.upper, &["src/"], &[], 1 << 20);
+    assert!(
+        has(&r, ReasonCode::SymlinkEscape, "src/sub/e"),
+        "{:?}",
+        r.rejections
+    );
+    assert!(
+        r.rejections
+            .iter()
+            .any(|x| x.detail.contains("\"docs/guide.md\", outside the scope")),
+        "{:?}",
+        r.rejections
+    );
+    assert!(codes_for(&r, "src/sub/d").is_empty(), "{:?}", r.rejections);
+    assert_eq!(changed(&r, "src/sub/e"), Some(ChangeKind::Added));
+    assert!(r.patch.is_none());
+}
+
+/// Twelve `lN -> .` links and a link through all of them followed by twelve `..`: lexically
+/// `src/sub/etc/passwd`, after `git apply` on the applying host `/etc/passwd`.
+#[test]
+fn cap_07_chained_dot_links_cannot_reach_etc_passwd() {
+    let canon = base_with_docs(&[]);
+    let through: Vec<String> = (1..=12).map(|i| format!("l{i}")).collect();
+    let target = format!("{}/{}etc/passwd", through.join("/"), "../".repeat(12));
+    let plant = |root: &Path| {
+        fs::create_dir_all(root.join("src/sub")).unwrap();
+        for l in &through {
+            symlink(".", root.join("src/sub").join(l)).unwrap();
+        }
+        symlink(&target, root.join("src/sub/e")).unwrap();
+    };
+    // Positive control in a real temporary checkout of the base.
+    let checkout = canon.tmp.path().join("control-checkout");
+    canon.export_base(&checkout);
+    plant(&checkout);
+    assert!(
+        checkout.components().count() <= 12,
+        "twelve `..` must reach / from the checkout"
+    );
+    assert_eq!(
+        lexical("src/sub/e", &target).as_deref(),
+        Some("src/sub/etc/passwd"),
+        "the lexical rule keeps it inside src/"
+    );
+    assert_eq!(
+        real(&checkout.join("src/sub/e")),
+        real(Path::new("/etc/passwd")),
+        "realpath of the link in a checkout is the host's /etc/passwd"
+    );
+
+    let mut ovl = Overlay::new(&canon);
+    plant(&ovl.merged);
+    ovl.unmount();
+    let r = capture_upper(&canon, &ovl.upper, &["src/"], &[], 1 << 20);
+    assert!(
+        has(&r, ReasonCode::SymlinkEscape, "src/sub/e"),
+        "{:?}",
+        r.rejections
+    );
+    assert!(
+        r.rejections
+            .iter()
+            .any(|x| x.path.as_deref() == Some("src/sub/e")
+                && x.detail.contains("leaves the repository")),
+        "{:?}",
+        r.rejections
+    );
+    assert_eq!(r.rejections.len(), 1, "{:?}", r.rejections);
+    assert!(r.patch.is_none());
+}
+
+/// A link through an unchanged symlink of the base tree that points outside the scope.
+#[test]
+fn cap_07_links_through_unchanged_base_links_are_followed() {
+    let canon = base_with_docs(&[("src/lnk", Node::Link(b"../docs".to_vec()))]);
+    let mut ovl = Overlay::new(&canon);
+    symlink("lnk/guide.md", ovl.m("src/e")).unwrap();
+    // Lands back inside src/, but only through a hop outside the scope.
+    symlink("lnk/../src/app.py", ovl.m("src/back")).unwrap();
+    assert_eq!(
+        lexical("src/e", "lnk/guide.md").as_deref(),
+        Some("src/lnk/guide.md")
+    );
+    assert_eq!(real(&ovl.m("src/e")), real(&ovl.m("docs/guide.md")));
+    assert_eq!(
+        lexical("src/back", "lnk/../src/app.py").as_deref(),
+        Some("src/src/app.py")
+    );
+    assert_eq!(real(&ovl.m("src/back")), real(&ovl.m("src/app.py")));
+    ovl.unmount();
+    let r = capture_upper(&canon, &ovl.upper, &["src/"], &[], 1 << 20);
+    for p in ["src/e", "src/back"] {
+        assert!(
+            has(&r, ReasonCode::SymlinkEscape, p),
+            "{p}: {:?}",
+            r.rejections
+        );
+    }
+    assert!(
+        codes_for(&r, "src/lnk").is_empty(),
+        "the unchanged base link is not a change"
+    );
+    assert_eq!(changed(&r, "src/lnk"), None);
+    assert!(r.patch.is_none());
+}
+
+/// Loops and chains longer than Linux follows (40 links, ELOOP) are refused; a 39-link chain
+/// inside the scope is an ordinary candidate.
+#[test]
+fn cap_07_symlink_loops_and_chain_length() {
+    let canon = base_with_docs(&[]);
+    let mut ovl = Overlay::new(&canon);
+    symlink("b", ovl.m("src/a")).unwrap();
+    symlink("a", ovl.m("src/b")).unwrap();
+    for i in 1..=41 {
+        symlink(format!("c{}", i + 1), ovl.m(&format!("src/c{i}"))).unwrap();
+    }
+    fs::write(ovl.m("src/c42"), "end\n").unwrap();
+    // Positive control: the kernel refuses the same chains with ELOOP.
+    let eloop = |p: &str| fs::metadata(ovl.m(p)).err().and_then(|e| e.raw_os_error());
+    assert_eq!(eloop("src/a"), Some(40), "ELOOP");
+    assert_eq!(eloop("src/c1"), Some(40), "41 links: ELOOP");
+    assert_eq!(eloop("src/c2"), None, "40 links resolve");
+    ovl.unmount();
+    let r = capture_upper(&canon, &ovl.upper, &["src/"], &[], 1 << 20);
+    for p in ["src/a", "src/b", "src/c1"] {
+        assert!(
+            has(&r, ReasonCode::SymlinkEscape, p),
+            "{p}: {:?}",
+            r.rejections
+        );
+    }
+    for i in 2..=41 {
+        assert!(codes_for(&r, &format!("src/c{i}")).is_empty(), "c{i}");
+    }
+    assert!(r.patch.is_none());
+
+    let mut ovl = Overlay::new(&canon);
+    for i in 1..=39 {
+        symlink(format!("k{}", i + 1), ovl.m(&format!("src/k{i}"))).unwrap();
+    }
+    fs::write(ovl.m("src/k40"), "end\n").unwrap();
+    ovl.unmount();
+    let r = capture_upper(&canon, &ovl.upper, &["src/"], &[], 1 << 20);
+    assert!(r.accepted(), "{:?}", r.rejections);
+    assert_eq!(r.changed_paths.len(), 40);
+    let scratch = tempfile::Builder::new()
+        .prefix("corral-cap-chain-")
+        .tempdir()
+        .unwrap();
+    let applied = common::apply_on_fresh(&canon, r.patch.as_ref().unwrap(), scratch.path());
+    assert_eq!(
+        real(&applied.join("src/k1")),
+        real(&applied.join("src/k40"))
+    );
+    assert_eq!(fs::read_to_string(applied.join("src/k1")).unwrap(), "end\n");
+}
+
+/// Legitimate links inside the scope are captured exactly as before: the patch is the one
+/// git itself makes for the worktree.
+#[test]
+fn cap_07_in_scope_links_are_still_captured() {
+    let canon = base_with_docs(&[("src/lib/mod.py", f("x = 1\n"))]);
+    let mut ovl = Overlay::new(&canon);
+    fs::write(ovl.m("src/b.txt"), "b\n").unwrap();
+    fs::write(ovl.m("src/y"), "y\n").unwrap();
+    symlink("b.txt", ovl.m("src/a")).unwrap();
+    symlink("../src/y", ovl.m("src/x")).unwrap();
+    symlink("../app.py", ovl.m("src/lib/app")).unwrap();
+    symlink("lib/", ovl.m("src/libdir")).unwrap();
+    symlink("libdir/mod.py", ovl.m("src/via")).unwrap();
+    symlink("gen/out.txt", ovl.m("src/dangling")).unwrap();
+    let scratch = tempfile::Builder::new()
+        .prefix("corral-cap-links-")
+        .tempdir()
+        .unwrap();
+    let expected_dir = scratch.path().join("expected");
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&ovl.merged)
+        .arg(&expected_dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    ovl.unmount();
+    let r = capture_upper(&canon, &ovl.upper, &["src/"], &[], 1 << 20);
+    assert!(r.accepted(), "{:?}", r.rejections);
+    let patch = r.patch.clone().unwrap();
+    let text = String::from_utf8(patch.clone()).unwrap();
+    for t in ["+b.txt", "+../src/y", "+../app.py", "+lib/", "+gen/out.txt"] {
+        assert!(text.contains(t), "{t}: {text}");
+    }
+    let applied = common::apply_on_fresh(&canon, &patch, scratch.path());
+    assert_eq!(canon.tree_of(&applied), canon.tree_of(&expected_dir));
+    let want = canon.name_status(&canon.base_tree(), &canon.tree_of(&expected_dir));
+    assert_eq!(want.len(), r.changed_paths.len());
+    assert_eq!(fs::read_to_string(applied.join("src/x")).unwrap(), "y\n");
+    assert_eq!(
+        fs::read_to_string(applied.join("src/via")).unwrap(),
+        "x = 1\n"
+    );
+}
+
 /// CAP-09: hard links are judged per path and by content.
 #[test]
 fn cap_09_hard_links() {
@@ -788,6 +1045,95 @@ fn cap_13_exec_later_files_need_exact_scope() {
     ];
     let r = capture_upper(&canon, &ovl.upper, &exact, &[], 1 << 20);
     assert!(r.rejections.is_empty(), "{:?}", r.rejections);
+}
+
+/// Item 3 of "hostile data never acts with corral's authority": the files that run code when
+/// a tool opens the folder are recognised under every spelling some file system or tool takes
+/// for them (case, trailing dots and spaces, zero-width code points, NTFS short names), and
+/// accepted only when `allowed_paths` names the same path under the same normalization.
+#[test]
+fn cap_13_exec_later_aliases_need_exact_scope() {
+    let canon = base();
+    let mut ovl = Overlay::new(&canon);
+    // (file written, how its rejection shows the path, the allowed entry that names it)
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "src/.VSCODE/tasks.json",
+            "src/.VSCODE/tasks.json",
+            "src/.vscode/",
+        ),
+        ("src/.NPMRC", "src/.NPMRC", "src/.npmrc"),
+        ("src/.Envrc", "src/.Envrc", "src/.envrc"),
+        ("src/.npmrc.", "src/.npmrc.", "src/.npmrc"),
+        (
+            "src/.vscode /tasks.json",
+            "src/.vscode /tasks.json",
+            "src/.vscode/",
+        ),
+        (
+            "src/.vs\u{200d}code/tasks.json",
+            "src/.vs\\u{200d}code/tasks.json",
+            "src/.vscode/",
+        ),
+        (
+            "src/.Claude/commands/x.md",
+            "src/.Claude/commands/x.md",
+            "src/.claude/",
+        ),
+        ("src/.MCP.json", "src/.MCP.json", "src/.mcp.json"),
+        ("src/NPMRC~1", "src/NPMRC~1", "src/npmrc~1"),
+    ];
+    for (p, _, _) in cases {
+        let path = ovl.m(p);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, "curl x|sh\n").unwrap();
+    }
+    for ok in ["src/npmrc.txt", "src/vscode.md", "src/.envrc.example"] {
+        fs::write(ovl.m(ok), "ok\n").unwrap();
+    }
+    ovl.unmount();
+    let r = capture_upper(&canon, &ovl.upper, &["src/"], &[], 1 << 20);
+    for (_, shown, _) in cases {
+        assert!(
+            has(&r, ReasonCode::PathProtected, shown),
+            "{shown}: {:?}",
+            r.rejections
+        );
+    }
+    for ok in ["src/npmrc.txt", "src/vscode.md", "src/.envrc.example"] {
+        assert!(codes_for(&r, ok).is_empty(), "{ok}");
+        assert_eq!(changed(&r, ok), Some(ChangeKind::Added));
+    }
+    assert_eq!(r.rejections.len(), cases.len(), "{:?}", r.rejections);
+    assert!(r.patch.is_none());
+
+    // Named by the scope under the same normalization, every one is accepted.
+    let mut exact = vec!["src/"];
+    exact.extend(cases.iter().map(|(_, _, e)| *e));
+    let r = capture_upper(&canon, &ovl.upper, &exact, &[], 1 << 20);
+    assert!(r.accepted(), "{:?}", r.rejections);
+    // ... but an entry for the long name does not name its short-name alias.
+    let r = capture_upper(
+        &canon,
+        &ovl.upper,
+        &[
+            "src/",
+            "src/.vscode/",
+            "src/.npmrc",
+            "src/.envrc",
+            "src/.claude/",
+            "src/.mcp.json",
+        ],
+        &[],
+        1 << 20,
+    );
+    assert_eq!(
+        r.rejections
+            .iter()
+            .map(|x| (x.code, x.path.as_deref()))
+            .collect::<Vec<_>>(),
+        vec![(ReasonCode::PathProtected, Some("src/NPMRC~1"))]
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@ use corral_admission::{Rejected, admit};
 use corral_contract::{AgentPreset, Rejection, TrustedConnections, WorkUnit, digest_of};
 use serde_json::{Value, json};
 
-use crate::display::escape;
+use crate::display::{escape, print_json};
 use crate::exit;
 use crate::input::{BadInput, load};
 
@@ -98,7 +98,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
             }
             if args.json {
                 let errors: Vec<&str> = bad.iter().map(|b| b.0.as_str()).collect();
-                println!("{}", json!({ "admissible": false, "bad_input": errors }));
+                print_json(&json!({ "admissible": false, "bad_input": errors }));
             }
             return exit::REJECTED;
         }
@@ -123,7 +123,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                 out["policy_digest"] = json!(run.policy().digest());
                 out["exec"] = serde_json::to_value(run.exec()).unwrap_or(Value::Null);
                 out["limits"] = serde_json::to_value(run.limits()).unwrap_or(Value::Null);
-                println!("{out}");
+                print_json(&out);
             } else {
                 let p = run.policy();
                 let list = |v: Vec<String>| {
@@ -221,7 +221,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                 out["admissible"] = Value::Bool(false);
                 out["rejections"] = serde_json::to_value(&rejections).unwrap_or(Value::Null);
                 out["policy"] = Value::Null;
-                println!("{out}");
+                print_json(&out);
             } else {
                 println!("rejected: {} reason(s); nothing was run", rejections.len());
             }

@@ -181,6 +181,14 @@ fn run_in(dir: &PathBuf) -> u8 {
         }
     };
     let executor = LinuxSandboxExecutor::new();
+    let (cache_limits, checkout) =
+        match (crate::run::cache_limits(), crate::run::checkout_isolation()) {
+            (Ok(l), Ok(i)) => (l, i),
+            (Err(line), _) | (_, Err(line)) => {
+                eprintln!("corral: demo: {line}");
+                return exit::REJECTED;
+            }
+        };
     let inputs = RunInputs {
         work_unit: &wu,
         preset: &pr,
@@ -189,6 +197,8 @@ fn run_in(dir: &PathBuf) -> u8 {
         repo: dir,
         artifacts: &artifacts,
         cache: &cache,
+        cache_limits,
+        checkout: &checkout,
     };
     let report = match run_attempt(&inputs, &executor, &cancel) {
         Ok(r) => r,

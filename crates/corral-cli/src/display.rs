@@ -1,20 +1,41 @@
 //! Safe display of untrusted text: control characters, bidi overrides and escape sequences
-//! never reach a terminal raw (OUT-04, CAP-10, CAP-11).
+//! never reach a terminal raw (OUT-04, CAP-10, CAP-11), in text mode or as JSON.
 
-/// Escapes control characters, bidi controls and other invisible format characters.
+use std::io::Write as _;
+
+use corral_contract::canonical::{canonical_json, is_json_escaped};
+use serde::Serialize;
+
+/// Escapes control characters (C0, DEL, C1), bidi controls and the other invisible code
+/// points of [`corral_contract::canonical::JSON_ESCAPED`]: the set JSON output escapes too.
 #[must_use]
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        let invisible = matches!(c,
-            '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}');
-        if c.is_control() || invisible {
+        if c.is_control() || is_json_escaped(c) {
             out.extend(c.escape_unicode());
         } else {
             out.push(c);
         }
     }
     out
+}
+
+/// Prints `value` on stdout as one line of canonical JSON: the one writer of every `--json`
+/// output, so no bidi, C1 or other invisible code point of worker-controlled text is raw
+/// (they are `\uXXXX` escapes, which canonical JSON always uses for them).
+pub fn print_json<T: Serialize + ?Sized>(value: &T) {
+    print_bytes_line(&canonical_json(value));
+}
+
+/// Prints bytes that already are canonical JSON (a stored manifest) as one line.
+pub fn print_bytes_line(bytes: &[u8]) {
+    let mut out = std::io::stdout().lock();
+    // A closed stdout is the reader's choice; the exit code still tells the outcome.
+    let _ = out
+        .write_all(bytes)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
 }
 
 #[cfg(test)]
@@ -25,6 +46,10 @@ mod tests {
             super::escape("a\x1b[31mb\u{202e}c\n"),
             "a\\u{1b}[31mb\\u{202e}c\\u{a}"
         );
-        assert_eq!(super::escape("plain é"), "plain é");
+        assert_eq!(super::escape("plain é 日本"), "plain é 日本");
+        assert_eq!(
+            super::escape("\u{85}\u{2028}\u{2066}\u{e0041}"),
+            "\\u{85}\\u{2028}\\u{2066}\\u{e0041}"
+        );
     }
 }

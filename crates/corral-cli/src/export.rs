@@ -5,10 +5,12 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use corral_admission::Rejected;
+use corral_contract::canonical::pretty_json;
 use corral_contract::{AgentPreset, TrustedConnections, WorkUnit};
 use corral_export::k8s::{JobOptions, job};
 use corral_export::oci::{OciOptions, config};
-use corral_export::{Admitted, ExportError, to_json_pretty};
+use corral_export::{Admitted, ExportError};
+use serde::Serialize;
 
 use crate::admit::{field_of, file_of};
 use crate::display::escape;
@@ -125,6 +127,19 @@ fn admitted(docs: &Documents) -> Result<Admitted, u8> {
         }
         exit::REJECTED
     })
+}
+
+/// Indented JSON with a final newline, keys sorted, strings spelled as canonical JSON spells
+/// them (no raw bidi, C1 or other invisible code point: a hostile WorkUnit's text inside the
+/// ConfigMap stays visible as `\uXXXX`). For ASCII text, the bytes of
+/// `corral_export::to_json_pretty` (the golden files).
+fn to_json_pretty<T: Serialize>(value: &T, what: &'static str) -> Result<String, ExportError> {
+    let mut text = pretty_json(value).map_err(|e| ExportError::Serialize {
+        what,
+        message: e.to_string(),
+    })?;
+    text.push('\n');
+    Ok(text)
 }
 
 fn report(e: &ExportError) -> u8 {

@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod admit;
+mod cache;
 mod demo;
 mod demo_agent;
 mod display;
@@ -49,6 +50,9 @@ enum Command {
     Export(export::ExportCommand),
     /// Re-hash every artifact a manifest names.
     Verify(run::VerifyArgs),
+    /// The base checkout cache: `ls` its entries, `gc` it down to a budget.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
     /// Run the bundled demo agent on a tiny repository through the whole path.
     Demo,
     /// The bundled demo agent itself (what `corral demo` runs inside the sandbox).
@@ -62,6 +66,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // corral re-runs itself as the confined base checkout helper (ADR-0070): dispatched
+    // before anything else, with no command line parsing.
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(corral_checkout::HELPER_ARG))
+    {
+        let code = corral_checkout::helper_main();
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -80,6 +92,7 @@ fn main() -> ExitCode {
         Command::Probe(args) => run::probe(&args),
         Command::Run(args) => run::run(&args),
         Command::Verify(args) => run::verify(&args),
+        Command::Cache(cmd) => cache::run(&cmd),
         Command::Export(cmd) => export::run(&cmd),
         Command::Demo => demo::run(),
         Command::DemoAgent => demo_agent::run(),
@@ -90,7 +103,7 @@ fn main() -> ExitCode {
 
 fn schema(name: &str) -> u8 {
     match corral_contract::schema::schema_for_name(name) {
-        Some(schema) => match serde_json::to_string_pretty(&schema) {
+        Some(schema) => match corral_contract::canonical::pretty_json(&schema) {
             Ok(text) => {
                 println!("{text}");
                 exit::OK

@@ -11,7 +11,7 @@ use corral_runner::{RunError, RunInputs, RunReport, run_attempt};
 use corral_sandbox::{CancelToken, LocalSandboxExecutor};
 
 use crate::admit::{field_of, file_of, load_inputs};
-use crate::display::escape;
+use crate::display::{escape, print_bytes_line, print_json};
 use crate::exit;
 use crate::input::BadInput;
 
@@ -43,6 +43,44 @@ pub struct RunArgs {
 /// `$XDG_DATA_HOME/corral` or `~/.local/share/corral`, or `/var/lib/corral` without a home.
 pub fn default_data_dir() -> PathBuf {
     xdg_dir("XDG_DATA_HOME", ".local/share", "/var/lib/corral")
+}
+
+/// Base checkouts are materialized by this very binary, re-run as the confined checkout
+/// helper (ADR-0070).
+pub fn checkout_isolation() -> Result<corral_runner::Isolation, String> {
+    std::env::current_exe()
+        .map(|exe| corral_runner::Isolation::Helper { exe })
+        .map_err(|e| format!("cannot find corral's own executable for the checkout helper: {e}"))
+}
+
+/// The base cache's bounds: ADR-0070's defaults, or the operator's `CORRAL_BASE_MAX_ENTRIES`,
+/// `CORRAL_BASE_MAX_BYTES` and `CORRAL_CACHE_MAX_BYTES` (corral's own environment; never a
+/// WorkUnit field).
+pub fn cache_limits() -> Result<corral_runner::CacheLimits, String> {
+    let mut limits = corral_runner::CacheLimits::default();
+    for (name, slot) in [
+        ("CORRAL_BASE_MAX_ENTRIES", &mut limits.checkout.max_entries),
+        ("CORRAL_BASE_MAX_BYTES", &mut limits.checkout.max_bytes),
+        ("CORRAL_CACHE_MAX_BYTES", &mut limits.budget_bytes),
+    ] {
+        if let Some(v) = std::env::var_os(name) {
+            *slot = v
+                .to_str()
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    format!(
+                        "environment: {name}: expected a positive whole number of {}",
+                        if name.ends_with("ENTRIES") {
+                            "entries"
+                        } else {
+                            "bytes"
+                        }
+                    )
+                })?;
+        }
+    }
+    Ok(limits)
 }
 
 /// `$XDG_CACHE_HOME/corral` or `~/.cache/corral`, or `/var/cache/corral` without a home.
@@ -125,6 +163,13 @@ pub fn run(args: &RunArgs) -> u8 {
             return exit::REJECTED;
         }
     };
+    let (cache_limits, checkout) = match (cache_limits(), checkout_isolation()) {
+        (Ok(l), Ok(i)) => (l, i),
+        (Err(line), _) | (_, Err(line)) => {
+            eprintln!("corral: {line}");
+            return exit::REJECTED;
+        }
+    };
     let run_inputs = RunInputs {
         work_unit: &inputs.work_unit,
         preset: &inputs.preset,
@@ -133,6 +178,8 @@ pub fn run(args: &RunArgs) -> u8 {
         repo: &args.repo,
         artifacts: &artifacts,
         cache: &cache,
+        cache_limits,
+        checkout: &checkout,
     };
     let progress = (!args.json && std::io::stderr().is_terminal())
         .then(|| crate::progress::Ticker::start(&inputs.work_unit.budget));
@@ -173,7 +220,8 @@ pub fn report_error(err: &RunError, wu: &Path, preset: &Path, conn: Option<&Path
 
 fn print_report(report: &RunReport, json: bool) {
     if json {
-        println!("{}", String::from_utf8_lossy(&report.manifest.bytes));
+        // The stored manifest's own canonical bytes, byte for byte (`corral verify` accepts them).
+        print_bytes_line(&report.manifest.bytes);
         return;
     }
     let m = &report.manifest.manifest;
@@ -293,7 +341,7 @@ pub fn probe(args: &ProbeArgs) -> u8 {
             "landlock_abi": executor.probe_report().landlock_abi,
             "all_enforced": missing.is_empty(),
         });
-        println!("{out}");
+        print_json(&out);
     } else {
         println!("backend: {}", executor.backend());
         for cap in corral_contract::Capability::ALL {

@@ -85,6 +85,12 @@ reason_codes! {
     GitMetadataChanged => "git_metadata_changed",
     /// corral itself could not capture the candidate (fails closed: no candidate).
     CaptureFailed => "capture_failed",
+    // Base checkout.
+    /// The base commit's tree holds an entry corral refuses to write (a name that is not one
+    /// path component, `.git` under any spelling, a name twice, an unknown mode, bad order).
+    BaseTreeInvalid => "base_tree_invalid",
+    /// The base checkout would exceed its entry or byte ceiling.
+    BaseCheckoutLimit => "base_checkout_limit",
 }
 
 impl fmt::Display for ReasonCode {

@@ -124,24 +124,80 @@ impl<'de> Deserialize<'de> for RepoPath {
     }
 }
 
+/// The one name-normalization every "is this name really X?" rule of corral uses: the `.git`
+/// check, base-tree validation and the "runs code when a tool opens the folder" list.
+///
+/// It returns what a consumer on a case-insensitive or Windows/macOS file system may take the
+/// component to be: default-ignorable code points (zero-width joiners, bidi marks, the ones
+/// HFS+ drops) removed, Unicode lowercase, and trailing dots and spaces stripped (NTFS and
+/// Win32 drop them). Comparing folded names is how git's own `verify_path`/fsck rules judge
+/// `.git` (CVE-2014-9390, CVE-2019-1353, CVE-2021-21300).
+#[must_use]
+pub fn fold_name(component: &str) -> String {
+    let visible: String = component
+        .chars()
+        .filter(|c| !is_default_ignorable(*c))
+        .flat_map(char::to_lowercase)
+        .collect();
+    visible.trim_end_matches(['.', ' ']).to_owned()
+}
+
+/// Does `component` name `wanted` (a lowercase name such as `.git` or `.npmrc`) on some file
+/// system that corral's output may reach? True for any spelling [`fold_name`] maps to it and
+/// for an NTFS 8.3 short name of it (`git~1` for `.git`, `npmrc~1` for `.npmrc`: the first
+/// six of its letters and digits, `~`, a digit).
+#[must_use]
+pub fn names_alias_of(component: &str, wanted: &str) -> bool {
+    let folded = fold_name(component);
+    folded == wanted || is_short_name_of(&folded, wanted)
+}
+
+/// `folded` is an NTFS 8.3 short name (`BASE~N[.EXT]`) of `wanted`: BASE is the first six
+/// characters of the name without its leading dots, spaces and inner dots, EXT the first
+/// three of its extension (Windows' own generation rule, lowercased).
+fn is_short_name_of(folded: &str, wanted: &str) -> bool {
+    let Some((base, rest)) = folded.split_once('~') else {
+        return false;
+    };
+    let (num, ext) = rest.split_once('.').unwrap_or((rest, ""));
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let long = wanted.trim_start_matches('.');
+    let (stem, long_ext) = match long.rsplit_once('.') {
+        Some((stem, e)) if !stem.is_empty() => (stem, e),
+        _ => (long, ""),
+    };
+    let stem: String = stem
+        .chars()
+        .filter(|c| *c != '.' && *c != ' ')
+        .take(6)
+        .collect();
+    let long_ext: String = long_ext.chars().take(3).collect();
+    base == stem && (ext.is_empty() || ext == long_ext)
+}
+
 /// Is this one component a name that Git, or a consumer on a case-insensitive or
 /// Windows/macOS filesystem, may treat as `.git` (CVE-2014-9390, CVE-2019-1353,
 /// CVE-2021-21300)? Covers any case, trailing dots and spaces, NTFS short names (`git~1`)
 /// and default-ignorable code points (zero-width joiners and the like) inside the name.
 #[must_use]
 pub fn is_git_lookalike(component: &str) -> bool {
-    let visible: String = component
-        .chars()
-        .filter(|c| !is_default_ignorable(*c))
-        .flat_map(char::to_lowercase)
-        .collect();
-    let trimmed = visible.trim_end_matches(['.', ' ']);
-    trimmed == ".git" || trimmed == "git~1" || (visible != component && trimmed.contains("git"))
+    let folded = fold_name(component);
+    // A name that held an ignorable code point and still spells "git" once they are gone
+    // is refused too: renderers and some file systems disagree on which points vanish.
+    names_alias_of(component, ".git")
+        || (folded.len() < component.len() && folded.contains("git") && has_ignorable(component))
+}
+
+fn has_ignorable(component: &str) -> bool {
+    component.chars().any(is_default_ignorable)
 }
 
 /// Code points that HFS+ and many renderers ignore (a subset of Unicode's
 /// Default_Ignorable_Code_Point that covers what Git itself checks for `.git`).
-fn is_default_ignorable(c: char) -> bool {
+#[must_use]
+pub fn is_default_ignorable(c: char) -> bool {
     matches!(c,
         '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
         | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
@@ -339,8 +395,47 @@ mod tests {
         ] {
             assert!(is_git_lookalike(name), "{name:?}");
         }
-        for name in [".github", "git", ".gitignore", "src", ".gitmodules"] {
+        for name in [
+            ".github",
+            "git",
+            ".gitignore",
+            "src",
+            ".gitmodules",
+            "legit~",
+        ] {
             assert!(!is_git_lookalike(name), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn folded_names_and_aliases() {
+        assert_eq!(fold_name(".VSCODE"), ".vscode");
+        assert_eq!(fold_name(".npmrc. . "), ".npmrc");
+        assert_eq!(fold_name(".vs\u{200d}code"), ".vscode");
+        assert_eq!(fold_name("Src"), "src");
+        for (name, wanted) in [
+            (".NPMRC", ".npmrc"),
+            (".Envrc", ".envrc"),
+            (".npmrc.", ".npmrc"),
+            (".vscode ", ".vscode"),
+            (".vs\u{200d}code", ".vscode"),
+            (".Claude", ".claude"),
+            (".MCP.json", ".mcp.json"),
+            ("NPMRC~1", ".npmrc"),
+            ("VSCODE~2", ".vscode"),
+            ("PRE-CO~1.YAM", ".pre-commit-config.yaml"),
+            ("git~1", ".git"),
+        ] {
+            assert!(names_alias_of(name, wanted), "{name:?} ~ {wanted:?}");
+        }
+        for (name, wanted) in [
+            ("npmrc.txt", ".npmrc"),
+            (".npmrcx", ".npmrc"),
+            ("vscode", ".vscode"),
+            ("X~1", ".npmrc"),
+            ("npmrc~", ".npmrc"),
+        ] {
+            assert!(!names_alias_of(name, wanted), "{name:?} ~ {wanted:?}");
         }
     }
 }

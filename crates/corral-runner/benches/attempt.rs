@@ -96,6 +96,8 @@ fn corral_attempt(root: &Path, repo: &Path, sha: &str, exec: &LinuxSandboxExecut
         repo,
         artifacts: &root.join("artifacts"),
         cache: &root.join("cache"),
+        cache_limits: corral_runner::CacheLimits::default(),
+        checkout: &corral_runner::Isolation::InProcess,
     };
     let t = Instant::now();
     let report = run_attempt(&inputs, exec, &cancel).unwrap();

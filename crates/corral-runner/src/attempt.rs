@@ -19,7 +19,7 @@ use corral_sandbox::{
 };
 use sha2::{Digest as _, Sha256};
 
-use crate::base::{BaseCache, BaseError};
+use corral_checkout::{BaseCache, BaseError, CacheLimits, Isolation};
 
 /// Exit codes of CONTRACT.md.
 pub mod exit {
@@ -43,6 +43,11 @@ pub struct RunInputs<'a> {
     pub artifacts: &'a Path,
     /// corral's cache (base checkouts).
     pub cache: &'a Path,
+    /// Its bounds (the operator's, never the WorkUnit's).
+    pub cache_limits: CacheLimits,
+    /// How base checkouts are materialized: the confined helper (`corral` itself) in
+    /// production; in-process only in tests.
+    pub checkout: &'a Isolation,
 }
 
 /// Why a run ended before anything was recorded (exit 2): nothing changed on disk.
@@ -147,11 +152,19 @@ pub fn run_attempt(
     };
     let exe_path = PathBuf::from(&run.exec().executable);
     let exe_digest = executable_digest(&exe_path)?;
-    let cache = BaseCache::open(inputs.cache).map_err(|e| RunError::Internal(e.to_string()))?;
+    let cache = BaseCache::open(inputs.cache, inputs.cache_limits)
+        .map_err(|e| RunError::Internal(e.to_string()))?;
+    // Held until the attempt ends: an entry in use is never evicted.
     let base = cache
-        .checkout(inputs.repo, run.base_sha())
+        .checkout(inputs.repo, run.base_sha(), inputs.checkout)
         .map_err(|e| match e {
             BaseError::BadInput(m) => RunError::BadInput(m),
+            // The base commit itself is refused, before any worker starts.
+            BaseError::Refused(r) => RunError::Rejected(vec![Rejection::new(
+                r.code,
+                Some("work_unit.repository.base_sha".to_owned()),
+                format!("the base commit's tree at {:?}: {}", r.path, r.detail),
+            )]),
             BaseError::Internal(m) => RunError::Internal(m),
         })?;
 

@@ -8,8 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attempt;
-pub mod base;
 pub mod egress;
 
 pub use attempt::{RunError, RunInputs, RunReport, exit, run_attempt};
-pub use base::{BaseCache, BaseCheckout, BaseError};
+pub use corral_checkout::{BaseCache, BaseCheckout, BaseError, CacheLimits, Isolation};

@@ -103,6 +103,8 @@ fn each_missing_capability_refuses_before_start_with_exit_3() {
         repo: &repo,
         artifacts: &dir.0.join("artifacts"),
         cache: &dir.0.join("cache"),
+        cache_limits: corral_runner::CacheLimits::default(),
+        checkout: &corral_runner::Isolation::InProcess,
     };
     // Positive control: with every capability the worker runs and its output is recorded.
     let full = LinuxSandboxExecutor::with_probe(config.clone(), report.clone());
@@ -152,6 +154,8 @@ fn rejected_admission_records_nothing() {
         repo: &repo,
         artifacts: &artifacts,
         cache: &dir.0.join("cache"),
+        cache_limits: corral_runner::CacheLimits::default(),
+        checkout: &corral_runner::Isolation::InProcess,
     };
     let err = run_attempt(&inputs, &exec, &CancelToken::new().unwrap()).unwrap_err();
     assert!(
@@ -170,18 +174,25 @@ fn rejected_admission_records_nothing() {
 #[test]
 fn base_cache_rebuilds_on_a_bad_stamp() {
     let (dir, repo, sha) = setup("cache");
-    let cache = corral_runner::BaseCache::open(&dir.0.join("cache")).unwrap();
-    let first = cache.checkout(&repo, &sha).unwrap();
+    let cache =
+        corral_runner::BaseCache::open(&dir.0.join("cache"), corral_runner::CacheLimits::default())
+            .unwrap();
+    let iso = corral_runner::Isolation::InProcess;
+    let first = cache.checkout(&repo, &sha, &iso).unwrap();
     assert!(first.created);
     assert_eq!(
         std::fs::read_to_string(first.dir.join("src/a.txt")).unwrap(),
         "a\n"
     );
-    let again = cache.checkout(&repo, &sha).unwrap();
+    let again = cache.checkout(&repo, &sha, &iso).unwrap();
     assert!(!again.created, "a verified checkout is reused");
+    drop(again);
     std::fs::write(first.dir.join(".git/.corral-complete"), "0000\n").unwrap();
     std::fs::write(first.dir.join("src/a.txt"), "tampered\n").unwrap();
-    let rebuilt = cache.checkout(&repo, &sha).unwrap();
+    let dir_path = first.dir.clone();
+    drop(first);
+    let rebuilt = cache.checkout(&repo, &sha, &iso).unwrap();
+    assert_eq!(rebuilt.dir, dir_path);
     assert!(rebuilt.created, "a checkout with a wrong stamp was trusted");
     assert_eq!(
         std::fs::read_to_string(rebuilt.dir.join("src/a.txt")).unwrap(),

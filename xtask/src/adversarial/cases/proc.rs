@@ -168,7 +168,11 @@ pub(super) fn kill_matching(pat: &str) -> Vec<ProcInfo> {
 /// What the watcher saw of one process.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Seen {
-    pub cmd: String,
+    /// Every command line the process showed. A process forked by corral's init shows
+    /// corral's own (longer) command line until it execs the worker: keeping only one
+    /// reading (the longest, once) lost the worker's own command line whenever the first
+    /// sample fell before its `execve`, which made PROC-06's control miss the worker.
+    pub cmds: BTreeSet<String>,
     pub states: BTreeSet<char>,
     /// The `/proc/<pid>/cgroup` lines seen (deduplicated).
     pub cgroups: BTreeSet<String>,
@@ -185,7 +189,7 @@ impl WatchLog {
     pub fn with(&self, pat: &str) -> Vec<(&(u32, u64), &Seen)> {
         self.seen
             .iter()
-            .filter(|(_, s)| s.cmd.contains(pat))
+            .filter(|(_, s)| s.cmds.iter().any(|c| c.contains(pat)))
             .collect()
     }
     /// Tracked processes still on the host now.
@@ -234,8 +238,8 @@ impl Watcher {
                 }
                 for p in all.iter().filter(|p| tracked.contains(&p.pid)) {
                     let e = log.seen.entry((p.pid, p.start)).or_default();
-                    if e.cmd.is_empty() || e.cmd.len() < p.cmd.len() {
-                        e.cmd.clone_from(&p.cmd);
+                    if !e.cmds.contains(&p.cmd) {
+                        e.cmds.insert(p.cmd.clone());
                     }
                     e.states.insert(p.state);
                     if cgroups

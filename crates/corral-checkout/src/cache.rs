@@ -1,0 +1,500 @@
+//! The base checkout cache: one read-only checkout per base SHA, owned by corral, bounded.
+//!
+//! A full checkout per attempt costs O(repository); corral materializes each base commit
+//! once and every attempt mounts it as the read-only lower layer of its overlay, so an
+//! attempt costs O(change).
+//!
+//! Layout under the cache root (mode 0700):
+//! - `base/<sha>/`: a published checkout; its `.git/.corral-complete` stamp (written last)
+//!   holds the tree id and is checked on every reuse;
+//! - `base/<sha>.lock`: `flock`ed exclusively while the entry is filled or evicted, shared by
+//!   every attempt that uses it (an entry in use is never evicted); its mtime is the entry's
+//!   last use;
+//! - `base/<sha>.meta`: size and entry count, for the budget and `corral cache ls`;
+//! - `tmp/<sha>-<pid>-<n>/`: one materialization in progress (`work/checkout`, and the
+//!   helper's `root`); published by one rename, removed on failure, and removed by the next
+//!   open when its process is gone (a SIGKILLed run).
+
+use std::fs;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use corral_capture::git::{canonical_objects_dir, find_git};
+use corral_contract::ReasonCode;
+use rustix::fs::FlockOperation;
+use serde::{Deserialize, Serialize};
+
+use crate::helper::{Request, Response};
+use crate::materialize::{Limits, STAMP};
+use crate::validate::Refusal;
+
+/// Why a base checkout could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum BaseError {
+    /// The caller's input is wrong (exit 2): not a repository, no such commit.
+    #[error("{0}")]
+    BadInput(String),
+    /// The base commit's data is refused: a reason code and the path.
+    #[error(transparent)]
+    Refused(Refusal),
+    /// corral failed (I/O, git, the helper).
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// How the checkout is materialized.
+#[derive(Debug, Clone)]
+pub enum Isolation {
+    /// In a confined helper process: `exe` run with [`crate::helper::HELPER_ARG`].
+    Helper { exe: PathBuf },
+    /// In this process, unconfined: only for tests of this crate and the fuzz target.
+    InProcess,
+}
+
+/// The cache's bounds (ADR-0070).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// The ceiling of one materialization.
+    pub checkout: Limits,
+    /// The whole cache's size budget; least recently used entries not in use are evicted
+    /// past it.
+    pub budget_bytes: u64,
+    /// Time one materialization may take.
+    pub timeout: Duration,
+}
+
+impl Default for CacheLimits {
+    fn default() -> Self {
+        Self {
+            checkout: Limits::default(),
+            budget_bytes: 8 << 30,
+            timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+/// A verified base checkout, held in use (shared lock) until dropped.
+#[derive(Debug)]
+pub struct BaseCheckout {
+    /// The worktree (with its own `.git`), to be used read-only.
+    pub dir: PathBuf,
+    pub tree: String,
+    /// Whether it was made now (false: reused from the cache).
+    pub created: bool,
+    pub entries: u64,
+    /// How far the helper's Landlock confinement was enforced (when `created`).
+    pub landlock: Option<String>,
+    _lease: fs::File,
+}
+
+/// One entry, as `corral cache ls` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CacheEntry {
+    pub base_sha: String,
+    pub bytes: u64,
+    pub entries: u64,
+    /// Seconds since the epoch.
+    pub last_used: u64,
+    pub in_use: bool,
+}
+
+/// What `gc` removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    pub removed: Vec<String>,
+    pub freed_bytes: u64,
+    pub kept_bytes: u64,
+    /// Entries over the budget that were in use and so kept.
+    pub busy: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Meta {
+    tree: String,
+    bytes: u64,
+    entries: u64,
+}
+
+/// The cache of base checkouts.
+#[derive(Debug, Clone)]
+pub struct BaseCache {
+    root: PathBuf,
+    limits: CacheLimits,
+}
+
+fn internal(what: &str) -> impl Fn(io::Error) -> BaseError + '_ {
+    move |e| BaseError::Internal(format!("{what}: {e}"))
+}
+
+const EVICTED: &str = "the base checkout was evicted while it was being leased";
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn is_hex_sha(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn process_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn flock(file: &fs::File, op: FlockOperation) -> io::Result<()> {
+    Ok(rustix::fs::flock(file.as_fd(), op)?)
+}
+
+/// Bytes a directory tree takes (file sizes; links and directories count their own size).
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            total = total.saturating_add(m.len());
+            if m.is_dir() {
+                stack.push(e.path());
+            }
+        }
+    }
+    total
+}
+
+impl BaseCache {
+    /// Opens (creating) the cache under `root`, private to its owner, and removes what
+    /// SIGKILLed runs left in `tmp/`.
+    pub fn open(root: &Path, limits: CacheLimits) -> Result<Self, BaseError> {
+        for d in ["base", "tmp"] {
+            fs::create_dir_all(root.join(d)).map_err(internal("creating the base cache"))?;
+        }
+        fs::set_permissions(root, fs::Permissions::from_mode(0o700))
+            .map_err(internal("protecting the base cache"))?;
+        let cache = Self {
+            root: root.to_path_buf(),
+            limits,
+        };
+        cache.collect_torn();
+        Ok(cache)
+    }
+
+    /// The cache root.
+    #[must_use]
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Removes materializations whose process is gone (never one still running).
+    fn collect_torn(&self) {
+        let Ok(rd) = fs::read_dir(self.root.join("tmp")) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+            if pid.is_some_and(|p| !process_alive(p)) {
+                let _ = remove_staging(&e.path());
+            }
+        }
+    }
+
+    fn lock_path(&self, sha: &str) -> PathBuf {
+        self.root.join("base").join(format!("{sha}.lock"))
+    }
+
+    fn open_lock(&self, sha: &str) -> Result<fs::File, BaseError> {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(self.lock_path(sha))
+            .map_err(internal("opening the base cache lock"))
+    }
+
+    fn stamp_ok(dir: &Path, tree: Option<&str>) -> Option<String> {
+        let stamp = fs::read_to_string(dir.join(".git").join(STAMP)).ok()?;
+        let stamp = stamp.trim().to_owned();
+        match tree {
+            Some(t) if t != stamp => None,
+            _ => Some(stamp),
+        }
+    }
+
+    /// The verified checkout of `base_sha` from `repo`, made now or reused. It stays in use
+    /// (never evicted) until the returned value is dropped.
+    pub fn checkout(
+        &self,
+        repo: &Path,
+        base_sha: &str,
+        isolation: &Isolation,
+    ) -> Result<BaseCheckout, BaseError> {
+        // An entry evicted in the instant between filling and leasing it is simply made
+        // again (a bounded number of times).
+        let mut last = None;
+        for _ in 0..3 {
+            match self.checkout_once(repo, base_sha, isolation) {
+                Err(BaseError::Internal(m)) if m == EVICTED => last = Some(m),
+                r => return r,
+            }
+        }
+        Err(BaseError::Internal(format!(
+            "{}: the base cache is being pruned faster than it is filled",
+            last.unwrap_or_default()
+        )))
+    }
+
+    fn checkout_once(
+        &self,
+        repo: &Path,
+        base_sha: &str,
+        isolation: &Isolation,
+    ) -> Result<BaseCheckout, BaseError> {
+        if !is_hex_sha(base_sha) {
+            return Err(BaseError::BadInput(format!(
+                "base_sha {base_sha:?} is not 40 or 64 lowercase hex digits"
+            )));
+        }
+        let objects = canonical_objects_dir(repo)
+            .map_err(|e| BaseError::BadInput(format!("--repo {}: {e}", repo.display())))?;
+        let dir = self.root.join("base").join(base_sha);
+        // Reuse under a shared lock: any number of attempts use one entry at once, and no
+        // gc can evict it meanwhile.
+        let lock = self.open_lock(base_sha)?;
+        flock(&lock, FlockOperation::LockShared).map_err(internal("locking the base cache"))?;
+        if let Some(reused) = self.reuse(&lock, &dir, base_sha) {
+            return self.lease(lock, dir, reused.0, false, reused.1, None);
+        }
+        // Missing or torn: exclusive while we look again and fill. Concurrent attempts on
+        // one new base commit wait here and then reuse the one verified entry.
+        flock(&lock, FlockOperation::Unlock).map_err(internal("locking the base cache"))?;
+        flock(&lock, FlockOperation::LockExclusive).map_err(internal("locking the base cache"))?;
+        if let Some(reused) = self.reuse(&lock, &dir, base_sha) {
+            return self.lease(lock, dir, reused.0, false, reused.1, None);
+        }
+        if fs::symlink_metadata(&dir).is_ok() {
+            // Torn or stale: never reused, rebuilt.
+            fs::remove_dir_all(&dir).map_err(internal("removing a torn base checkout"))?;
+        }
+        let staging = self.root.join("tmp").join(format!(
+            "{base_sha}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let result = self.fill(&objects, base_sha, &staging, isolation);
+        let outcome = match result {
+            Ok((tree, entries, landlock)) => {
+                let checkout = staging.join("work/checkout");
+                let bytes = tree_bytes(&checkout);
+                match fs::rename(&checkout, &dir) {
+                    Ok(()) => {}
+                    Err(e) => {
+                        let _ = remove_staging(&staging);
+                        return Err(BaseError::Internal(format!(
+                            "publishing the base checkout: {e}"
+                        )));
+                    }
+                }
+                let base_dir = crate::dir::Dir::open(&self.root.join("base"))
+                    .map_err(internal("opening the base cache"))?;
+                let meta = serde_json::to_vec(&Meta {
+                    tree: tree.clone(),
+                    bytes,
+                    entries,
+                })
+                .map_err(|e| BaseError::Internal(e.to_string()))?;
+                base_dir
+                    .replace_file(&format!("{base_sha}.meta"), &meta, 0o600)
+                    .and_then(|()| base_dir.sync())
+                    .map_err(internal("recording the base checkout"))?;
+                Ok((tree, entries, landlock))
+            }
+            Err(e) => Err(e),
+        };
+        let _ = remove_staging(&staging);
+        let (tree, entries, landlock) = outcome?;
+        let checkout = self.lease(lock, dir, tree, true, entries, landlock)?;
+        // Over budget: evict the least recently used entries no attempt holds.
+        let _ = self.gc(self.limits.budget_bytes, Some(base_sha));
+        Ok(checkout)
+    }
+
+    /// The entry's (tree, entry count) when its stamp is valid.
+    fn reuse(&self, _held: &fs::File, dir: &Path, sha: &str) -> Option<(String, u64)> {
+        let meta = self.read_meta(sha);
+        let tree = Self::stamp_ok(dir, meta.as_ref().map(|m| m.tree.as_str()))?;
+        Some((tree, meta.map_or(0, |m| m.entries)))
+    }
+
+    fn lease(
+        &self,
+        lock: fs::File,
+        dir: PathBuf,
+        tree: String,
+        created: bool,
+        entries: u64,
+        landlock: Option<String>,
+    ) -> Result<BaseCheckout, BaseError> {
+        // Shared from now on: other attempts may use it, nobody may evict it. (Converting an
+        // exclusive lock is not atomic in flock(2): a gc could slip in between, so the stamp
+        // is checked again under the shared lock.)
+        flock(&lock, FlockOperation::LockShared).map_err(internal("locking the base cache"))?;
+        if Self::stamp_ok(&dir, Some(&tree)).is_none() {
+            return Err(BaseError::Internal(EVICTED.into()));
+        }
+        let _ = lock.set_modified(SystemTime::now());
+        Ok(BaseCheckout {
+            dir,
+            tree,
+            created,
+            entries,
+            landlock,
+            _lease: lock,
+        })
+    }
+
+    fn fill(
+        &self,
+        objects: &Path,
+        base_sha: &str,
+        staging: &Path,
+        isolation: &Isolation,
+    ) -> Result<(String, u64, Option<String>), BaseError> {
+        let git = find_git(None).map_err(|e| BaseError::Internal(e.to_string()))?;
+        let git = git.canonicalize().unwrap_or(git);
+        for d in ["", "work", "root"] {
+            fs::create_dir(staging.join(d))
+                .map_err(internal("creating the checkout's staging directory"))?;
+        }
+        let req = Request {
+            git,
+            objects: objects.to_path_buf(),
+            base_sha: base_sha.to_owned(),
+            work: staging.join("work"),
+            new_root: staging.join("root"),
+            max_entries: self.limits.checkout.max_entries,
+            max_bytes: self.limits.checkout.max_bytes,
+            timeout_ms: u64::try_from(self.limits.timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+        let response = match isolation {
+            Isolation::Helper { exe } => crate::helper::spawn(exe, &req),
+            Isolation::InProcess => crate::helper::serve(&req, false),
+        };
+        match response {
+            Response::Done {
+                tree,
+                entries,
+                landlock,
+                ..
+            } => {
+                // The stamp must say what the helper reported; a checkout without it is torn.
+                if Self::stamp_ok(&staging.join("work/checkout"), Some(&tree)).is_none() {
+                    return Err(BaseError::Internal(
+                        "the checkout helper's result has no matching stamp".into(),
+                    ));
+                }
+                Ok((tree, entries, Some(landlock)))
+            }
+            Response::Refused { code, path, detail } => {
+                Err(BaseError::Refused(Refusal { code, path, detail }))
+            }
+            Response::BadInput { message } => Err(BaseError::BadInput(format!(
+                "{message} ({})",
+                objects.display()
+            ))),
+            Response::Failed { message } => Err(BaseError::Internal(message)),
+        }
+    }
+
+    fn read_meta(&self, sha: &str) -> Option<Meta> {
+        let text = fs::read(self.root.join("base").join(format!("{sha}.meta"))).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Every entry, least recently used first.
+    pub fn list(&self) -> Result<Vec<CacheEntry>, BaseError> {
+        let mut out = Vec::new();
+        let rd = fs::read_dir(self.root.join("base")).map_err(internal("reading the cache"))?;
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !is_hex_sha(&name) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let meta = self.read_meta(&name);
+            let bytes = meta
+                .as_ref()
+                .map_or_else(|| tree_bytes(&e.path()), |m| m.bytes);
+            let lock = self.open_lock(&name)?;
+            let last_used = lock
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs());
+            let in_use = flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err();
+            out.push(CacheEntry {
+                base_sha: name,
+                bytes,
+                entries: meta.map_or(0, |m| m.entries),
+                last_used,
+                in_use,
+            });
+        }
+        out.sort_by(|a, b| (a.last_used, &a.base_sha).cmp(&(b.last_used, &b.base_sha)));
+        Ok(out)
+    }
+
+    /// Evicts least recently used entries not in use (and never `keep`) until the cache
+    /// holds at most `budget_bytes`.
+    pub fn gc(&self, budget_bytes: u64, keep: Option<&str>) -> Result<GcReport, BaseError> {
+        let entries = self.list()?;
+        let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
+        let mut report = GcReport::default();
+        for e in &entries {
+            if total <= budget_bytes {
+                break;
+            }
+            if Some(e.base_sha.as_str()) == keep {
+                continue;
+            }
+            let lock = self.open_lock(&e.base_sha)?;
+            if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
+                report.busy.push(e.base_sha.clone());
+                continue;
+            }
+            let dir = self.root.join("base").join(&e.base_sha);
+            // The stamp first: a half-removed entry is torn, never reused.
+            let _ = fs::remove_file(dir.join(".git").join(STAMP));
+            fs::remove_dir_all(&dir).map_err(internal("evicting a base checkout"))?;
+            let _ = fs::remove_file(self.root.join("base").join(format!("{}.meta", e.base_sha)));
+            total = total.saturating_sub(e.bytes);
+            report.freed_bytes += e.bytes;
+            report.removed.push(e.base_sha.clone());
+        }
+        report.kept_bytes = total;
+        Ok(report)
+    }
+}
+
+/// Removes a staging directory (it may hold the helper's root mount point, which is only
+/// ever mounted inside the helper's own mount namespace).
+fn remove_staging(staging: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(staging) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+impl From<Refusal> for BaseError {
+    fn from(r: Refusal) -> Self {
+        BaseError::Refused(r)
+    }
+}
+
+/// The reason codes a base checkout can be refused with.
+pub const REFUSAL_CODES: &[ReasonCode] =
+    &[ReasonCode::BaseTreeInvalid, ReasonCode::BaseCheckoutLimit];

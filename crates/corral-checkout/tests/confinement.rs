@@ -1,0 +1,193 @@
+//! The checkout helper, run for real as a separate confined process (this test binary
+//! re-executes itself as the helper, as `corral` does).
+//!
+//! - `probe`: the helper's confinement, then attempts on host paths outside its target. A
+//!   positive control makes the same attempts unconfined and succeeds.
+//! - `helper`: a real materialization through `Isolation::Helper`, also of a hostile tree.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "tests"
+)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use corral_checkout::confine::{Confinement, confine};
+use corral_checkout::{BaseCache, BaseError, CacheLimits, HELPER_ARG, Isolation};
+use corral_contract::ReasonCode;
+
+const PROBE_ARG: &str = "__probe";
+
+/// Attempts, in this process, on what a compromised helper would go for; one line each.
+fn attempts(host_file: &Path, host_dir: &Path, work: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut note = |what: &str, r: std::io::Result<()>| {
+        out.push(format!(
+            "{what}: {}",
+            if r.is_ok() { "ok" } else { "denied" }
+        ));
+    };
+    note("read host file", std::fs::read(host_file).map(drop));
+    note(
+        "write host file",
+        std::fs::write(host_file, b"pwned").map(drop),
+    );
+    note(
+        "create in host dir",
+        std::fs::write(host_dir.join("new"), b"x").map(drop),
+    );
+    note("read /etc/shadow", std::fs::read("/etc/shadow").map(drop));
+    note(
+        "write /usr",
+        std::fs::write("/usr/corral-pwn", b"x").map(drop),
+    );
+    note(
+        "write work",
+        std::fs::write(work.join("ok"), b"x").map(drop),
+    );
+    out
+}
+
+fn probe(args: &[String]) {
+    let [host_file, host_dir, work, root, confined] = args else {
+        panic!("probe args");
+    };
+    let (host_file, host_dir, work) = (Path::new(host_file), Path::new(host_dir), Path::new(work));
+    if confined == "1" {
+        let c = confine(&Confinement {
+            new_root: PathBuf::from(root),
+            read_only: vec![],
+            writable: work.to_path_buf(),
+        })
+        .unwrap();
+        println!("landlock: {}", c.landlock);
+    }
+    for line in attempts(host_file, host_dir, work) {
+        println!("{line}");
+    }
+}
+
+fn run_probe(confined: bool) -> String {
+    let host = tempfile::tempdir().unwrap();
+    let file = host.path().join("secret");
+    std::fs::write(&file, b"host").unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let (work, root) = (scratch.path().join("work"), scratch.path().join("root"));
+    std::fs::create_dir(&work).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .arg(PROBE_ARG)
+        .args([&file, &host.path().to_path_buf(), &work, &root])
+        .arg(if confined { "1" } else { "0" })
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    if confined {
+        assert_eq!(std::fs::read(&file).unwrap(), b"host", "host file written");
+        assert!(!host.path().join("new").exists(), "host file created");
+    } else {
+        // Positive control restores what it changed.
+        let _ = std::fs::remove_file(host.path().join("new"));
+    }
+    let _ = std::fs::remove_file("/usr/corral-pwn");
+    text
+}
+
+fn confined_probe_sees_only_its_target() {
+    let control = run_probe(false);
+    for want in [
+        "read host file: ok",
+        "write host file: ok",
+        "create in host dir: ok",
+        "write /usr: ok",
+        "write work: ok",
+    ] {
+        assert!(
+            control.contains(want),
+            "control: {want} missing in\n{control}"
+        );
+    }
+    let confined = run_probe(true);
+    for want in [
+        "read host file: denied",
+        "write host file: denied",
+        "create in host dir: denied",
+        "read /etc/shadow: denied",
+        "write /usr: denied",
+        "write work: ok",
+    ] {
+        assert!(confined.contains(want), "{want} missing in\n{confined}");
+    }
+    assert!(confined.contains("landlock: fully"), "{confined}");
+}
+
+fn helper_materializes_and_refuses_for_real() {
+    let repo = common::Repo::new();
+    let sha = repo.commit_files(&[("src/a.py", b"print(1)\n")]);
+    let t = tempfile::tempdir().unwrap();
+    let cache = BaseCache::open(&t.path().join("cache"), CacheLimits::default()).unwrap();
+    let exe = Isolation::Helper {
+        exe: std::env::current_exe().unwrap(),
+    };
+    let co = cache.checkout(repo.path(), &sha, &exe).unwrap();
+    assert!(co.created);
+    assert_eq!(co.landlock.as_deref(), Some("fully"));
+    assert_eq!(
+        std::fs::read(co.dir.join("src/a.py")).unwrap(),
+        b"print(1)\n"
+    );
+    drop(co);
+    // A hostile tree through the real helper: refused, host file untouched.
+    let victim = common::Victim::plant();
+    let link = repo.blob(victim.file.to_str().unwrap().as_bytes());
+    let blob = repo.blob(b"pwned");
+    let tree = repo.raw_tree(&[("120000", b"evil", &link), ("100755", b"evil", &blob)]);
+    let bad = repo.commit(&tree);
+    match cache.checkout(repo.path(), &bad, &exe) {
+        Err(BaseError::Refused(r)) => assert_eq!(r.code, ReasonCode::BaseTreeInvalid),
+        other => panic!("{other:?}"),
+    }
+    victim.assert_untouched();
+    let tmp: Vec<_> = std::fs::read_dir(t.path().join("cache/tmp"))
+        .unwrap()
+        .collect();
+    assert!(tmp.is_empty(), "{tmp:?}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some(HELPER_ARG) => std::process::exit(corral_checkout::helper_main()),
+        Some(PROBE_ARG) => return probe(&args[1..]),
+        _ => {}
+    }
+    if !rustix::process::geteuid().is_root() {
+        // The helper needs root (root mode); rootless mode is a separate issue.
+        eprintln!("confinement: needs root");
+        std::process::exit(1);
+    }
+    let tests: [(&str, fn()); 2] = [
+        (
+            "confined_probe_sees_only_its_target",
+            confined_probe_sees_only_its_target,
+        ),
+        (
+            "helper_materializes_and_refuses_for_real",
+            helper_materializes_and_refuses_for_real,
+        ),
+    ];
+    for (name, f) in tests {
+        f();
+        println!("test {name} ... ok");
+    }
+    println!("2 passed, 0 failed");
+}
