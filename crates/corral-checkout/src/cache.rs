@@ -216,6 +216,35 @@ impl BaseCache {
             .map_err(internal("opening the base cache lock"))
     }
 
+    /// Opens and locks `base/<sha>.lock`. A lock file may be unlinked by whoever holds it
+    /// exclusively (a refused fill, an eviction), so the lock is good only if the file held
+    /// is still the one at the path; otherwise it is taken again. `Ok(None)`: a
+    /// non-blocking request found it held.
+    fn lock(&self, sha: &str, op: FlockOperation) -> Result<Option<fs::File>, BaseError> {
+        for _ in 0..64 {
+            let f = self.open_lock(sha)?;
+            match flock(&f, op) {
+                Ok(()) => {}
+                Err(_) if op == FlockOperation::NonBlockingLockExclusive => return Ok(None),
+                Err(e) => return Err(internal("locking the base cache")(e)),
+            }
+            if self.still_linked(sha, &f) {
+                return Ok(Some(f));
+            }
+        }
+        Err(BaseError::Internal(
+            "the base cache lock keeps being replaced".into(),
+        ))
+    }
+
+    fn still_linked(&self, sha: &str, f: &fs::File) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        match (f.metadata(), fs::symlink_metadata(self.lock_path(sha))) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+
     fn stamp_ok(dir: &Path, tree: Option<&str>) -> Option<String> {
         let stamp = fs::read_to_string(dir.join(".git").join(STAMP)).ok()?;
         let stamp = stamp.trim().to_owned();
@@ -264,15 +293,18 @@ impl BaseCache {
         let dir = self.root.join("base").join(base_sha);
         // Reuse under a shared lock: any number of attempts use one entry at once, and no
         // gc can evict it meanwhile.
-        let lock = self.open_lock(base_sha)?;
-        flock(&lock, FlockOperation::LockShared).map_err(internal("locking the base cache"))?;
+        let lock = self
+            .lock(base_sha, FlockOperation::LockShared)?
+            .ok_or_else(|| BaseError::Internal("locking the base cache".into()))?;
         if let Some(reused) = self.reuse(&lock, &dir, base_sha) {
             return self.lease(lock, dir, reused.0, false, reused.1, None);
         }
+        drop(lock);
         // Missing or torn: exclusive while we look again and fill. Concurrent attempts on
         // one new base commit wait here and then reuse the one verified entry.
-        flock(&lock, FlockOperation::Unlock).map_err(internal("locking the base cache"))?;
-        flock(&lock, FlockOperation::LockExclusive).map_err(internal("locking the base cache"))?;
+        let lock = self
+            .lock(base_sha, FlockOperation::LockExclusive)?
+            .ok_or_else(|| BaseError::Internal("locking the base cache".into()))?;
         if let Some(reused) = self.reuse(&lock, &dir, base_sha) {
             return self.lease(lock, dir, reused.0, false, reused.1, None);
         }
@@ -316,6 +348,11 @@ impl BaseCache {
             Err(e) => Err(e),
         };
         let _ = remove_staging(&staging);
+        if outcome.is_err() {
+            // Nothing was published: the lock file goes too (we hold it exclusively), so a
+            // refused commit leaves nothing in the cache.
+            let _ = fs::remove_file(self.lock_path(base_sha));
+        }
         let (tree, entries, landlock) = outcome?;
         let checkout = self.lease(lock, dir, tree, true, entries, landlock)?;
         // Over budget: evict the least recently used entries no attempt holds.
@@ -343,7 +380,11 @@ impl BaseCache {
         // exclusive lock is not atomic in flock(2): a gc could slip in between, so the stamp
         // is checked again under the shared lock.)
         flock(&lock, FlockOperation::LockShared).map_err(internal("locking the base cache"))?;
-        if Self::stamp_ok(&dir, Some(&tree)).is_none() {
+        let sha = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !self.still_linked(&sha, &lock) || Self::stamp_ok(&dir, Some(&tree)).is_none() {
             return Err(BaseError::Internal(EVICTED.into()));
         }
         let _ = lock.set_modified(SystemTime::now());
@@ -428,7 +469,16 @@ impl BaseCache {
             let bytes = meta
                 .as_ref()
                 .map_or_else(|| tree_bytes(&e.path()), |m| m.bytes);
-            let lock = self.open_lock(&name)?;
+            let Ok(lock) = fs::File::open(self.lock_path(&name)) else {
+                out.push(CacheEntry {
+                    base_sha: name,
+                    bytes,
+                    entries: meta.map_or(0, |m| m.entries),
+                    last_used: 0,
+                    in_use: false,
+                });
+                continue;
+            };
             let last_used = lock
                 .metadata()
                 .and_then(|m| m.modified())
@@ -461,16 +511,18 @@ impl BaseCache {
             if Some(e.base_sha.as_str()) == keep {
                 continue;
             }
-            let lock = self.open_lock(&e.base_sha)?;
-            if flock(&lock, FlockOperation::NonBlockingLockExclusive).is_err() {
+            let Some(_lock) = self.lock(&e.base_sha, FlockOperation::NonBlockingLockExclusive)?
+            else {
                 report.busy.push(e.base_sha.clone());
                 continue;
-            }
+            };
             let dir = self.root.join("base").join(&e.base_sha);
             // The stamp first: a half-removed entry is torn, never reused.
             let _ = fs::remove_file(dir.join(".git").join(STAMP));
             fs::remove_dir_all(&dir).map_err(internal("evicting a base checkout"))?;
             let _ = fs::remove_file(self.root.join("base").join(format!("{}.meta", e.base_sha)));
+            // Held exclusively: whoever opened it before waits and then sees it unlinked.
+            let _ = fs::remove_file(self.lock_path(&e.base_sha));
             total = total.saturating_sub(e.bytes);
             report.freed_bytes += e.bytes;
             report.removed.push(e.base_sha.clone());

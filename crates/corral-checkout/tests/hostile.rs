@@ -32,7 +32,12 @@ fn refused(r: Result<corral_checkout::BaseCheckout, BaseError>) -> corral_checko
 
 /// Nothing is left of a refused materialization: no entry, no staging directory.
 fn assert_nothing_left(t: &Path, sha: &str) {
-    assert!(!t.join("cache/base").join(sha).exists());
+    let base: Vec<_> = std::fs::read_dir(t.join("cache/base"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with(sha))
+        .collect();
+    assert!(base.is_empty(), "left in the cache: {base:?}");
     let tmp: Vec<_> = std::fs::read_dir(t.join("cache/tmp")).unwrap().collect();
     assert!(tmp.is_empty(), "staging left behind: {tmp:?}");
 }
