@@ -16,7 +16,13 @@ use libfuzzer_sys::fuzz_target;
 struct Map(HashMap<Oid, (String, Vec<u8>)>);
 
 impl ObjectSource for Map {
-    fn read_object(&mut self, oid: &Oid) -> Result<Option<(String, Vec<u8>)>, String> {
+    fn request(&mut self, _: &Oid) -> Result<(), String> {
+        Ok(())
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    fn answer(&mut self, oid: &Oid) -> Result<Option<(String, Vec<u8>)>, String> {
         Ok(self.0.get(oid).cloned())
     }
 }

@@ -233,6 +233,9 @@ pub fn encode_tree<'a>(entries: impl IntoIterator<Item = (&'a [u8], TreeEntry)>)
 struct Deflater {
     c: flate2::Compress,
     out: Vec<u8>,
+    /// `Compression::none()`: zlib stored blocks written directly (no compressor state to
+    /// reset per object); the running Adler-32 and whether the header went out.
+    stored: Option<(u32, u32, bool)>,
 }
 
 impl std::fmt::Debug for Deflater {
@@ -242,15 +245,39 @@ impl std::fmt::Debug for Deflater {
 }
 
 impl Deflater {
-    fn new() -> Self {
+    fn new(level: Compression) -> Self {
         Self {
-            c: flate2::Compress::new(Compression::fast(), true),
+            c: flate2::Compress::new(level, true),
             out: vec![0u8; 64 * 1024],
+            stored: (level == Compression::none()).then_some((1, 0, false)),
         }
     }
 
     /// Compresses `input` into `w`.
     fn feed(&mut self, mut input: &[u8], w: &mut dyn Write) -> io::Result<()> {
+        if let Some((a, b, started)) = &mut self.stored {
+            if !*started {
+                w.write_all(&[0x78, 0x01])?;
+                *started = true;
+            }
+            for block in input.chunks(65_535) {
+                // A non-final stored block: BFINAL=0, BTYPE=00, then LEN and its complement.
+                let len = u16::try_from(block.len()).map_err(io::Error::other)?;
+                w.write_all(&[0x00])?;
+                w.write_all(&len.to_le_bytes())?;
+                w.write_all(&(!len).to_le_bytes())?;
+                w.write_all(block)?;
+                for part in block.chunks(5552) {
+                    for &byte in part {
+                        *a += u32::from(byte);
+                        *b += *a;
+                    }
+                    *a %= 65_521;
+                    *b %= 65_521;
+                }
+            }
+            return Ok(());
+        }
         while !input.is_empty() {
             let (in0, out0) = (self.c.total_in(), self.c.total_out());
             self.c
@@ -266,6 +293,16 @@ impl Deflater {
 
     /// Ends the stream into `w` and resets the compressor for the next object.
     fn finish(&mut self, w: &mut dyn Write) -> io::Result<()> {
+        if let Some((a, b, started)) = &mut self.stored {
+            if !*started {
+                w.write_all(&[0x78, 0x01])?;
+            }
+            // The final, empty stored block, then the Adler-32 of the content.
+            w.write_all(&[0x01, 0x00, 0x00, 0xff, 0xff])?;
+            w.write_all(&((*b << 16) | *a).to_be_bytes())?;
+            self.stored = Some((1, 0, false));
+            return Ok(());
+        }
         loop {
             let out0 = self.c.total_out();
             let status = self
@@ -349,6 +386,16 @@ pub struct PackWriter {
 impl PackWriter {
     /// A writer for `<objects>/pack/`.
     pub fn new(objects: &Path, format: ObjectFormat) -> io::Result<Self> {
+        Self::with_compression(objects, format, Compression::fast())
+    }
+
+    /// A writer whose objects are compressed at `level` (`Compression::none()` stores them:
+    /// a base checkout's pack trades disk for the time a cold first attempt waits).
+    pub fn with_compression(
+        objects: &Path,
+        format: ObjectFormat,
+        level: Compression,
+    ) -> io::Result<Self> {
         let pack_dir = objects.join("pack");
         fs::create_dir_all(&pack_dir)?;
         let body_path = pack_dir.join("tmp_pack_body");
@@ -361,7 +408,7 @@ impl PackWriter {
             offset: 12,
             entries: Vec::new(),
             seen: std::collections::HashSet::new(),
-            deflater: Deflater::new(),
+            deflater: Deflater::new(level),
             buf: vec![0u8; 64 * 1024],
         })
     }
@@ -369,6 +416,9 @@ impl PackWriter {
     /// Drops the entry just written (a duplicate, or a failed read).
     fn rollback(&mut self, start: u64) -> io::Result<()> {
         self.deflater.c.reset();
+        if self.deflater.stored.is_some() {
+            self.deflater.stored = Some((1, 0, false));
+        }
         let body = self
             .body
             .as_mut()

@@ -319,9 +319,13 @@ impl BaseCache {
         ));
         let result = self.fill(&objects, base_sha, &staging, isolation);
         let outcome = match result {
-            Ok((tree, entries, landlock)) => {
+            Ok((tree, entries, content, landlock)) => {
                 let checkout = staging.join("work/checkout");
-                let bytes = tree_bytes(&checkout);
+                // Content as the helper counted it, plus corral's own .git (not walking the
+                // whole checkout again).
+                let bytes = content
+                    .saturating_add(tree_bytes(&checkout.join(".git")))
+                    .saturating_add(entries.saturating_mul(64));
                 match fs::rename(&checkout, &dir) {
                     Ok(()) => {}
                     Err(e) => {
@@ -404,7 +408,7 @@ impl BaseCache {
         base_sha: &str,
         staging: &Path,
         isolation: &Isolation,
-    ) -> Result<(String, u64, Option<String>), BaseError> {
+    ) -> Result<(String, u64, u64, Option<String>), BaseError> {
         let git = find_git(None).map_err(|e| BaseError::Internal(e.to_string()))?;
         let git = git.canonicalize().unwrap_or(git);
         for d in ["", "work", "root"] {
@@ -429,8 +433,8 @@ impl BaseCache {
             Response::Done {
                 tree,
                 entries,
+                bytes,
                 landlock,
-                ..
             } => {
                 // The stamp must say what the helper reported; a checkout without it is torn.
                 if Self::stamp_ok(&staging.join("work/checkout"), Some(&tree)).is_none() {
@@ -438,7 +442,7 @@ impl BaseCache {
                         "the checkout helper's result has no matching stamp".into(),
                     ));
                 }
-                Ok((tree, entries, Some(landlock)))
+                Ok((tree, entries, bytes, Some(landlock)))
             }
             Response::Refused { code, path, detail } => {
                 Err(BaseError::Refused(Refusal { code, path, detail }))

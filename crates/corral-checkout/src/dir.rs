@@ -73,8 +73,13 @@ impl Dir {
         )?;
         let mut file = std::fs::File::from(fd);
         file.write_all(data)?;
-        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
-        Ok(rustix::fs::fstat(&file)?)
+        let mut st = rustix::fs::fstat(&file)?;
+        // The umask may have narrowed the mode given at creation.
+        if st.st_mode & 0o7777 != mode {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+            st = rustix::fs::fstat(&file)?;
+        }
+        Ok(st)
     }
 
     /// Creates the new symlink `name` -> `target` (the target is data, never resolved here).

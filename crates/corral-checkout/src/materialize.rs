@@ -70,17 +70,40 @@ fn internal<E: std::fmt::Display>(what: &'static str) -> impl Fn(E) -> Materiali
 }
 
 /// Where objects come from: capture's hardened `git cat-file --batch` in production, a map in
-/// the fuzz target.
+/// the fuzz target. Requests are answered in order, so a caller can keep a window of them in
+/// flight instead of paying one round trip to git per object.
 pub trait ObjectSource {
-    /// `(type, content)` of one object, `Ok(None)` when it does not exist.
-    fn read_object(&mut self, oid: &Oid) -> Result<Option<(String, Vec<u8>)>, String>;
+    /// Queues a request.
+    fn request(&mut self, oid: &Oid) -> Result<(), String>;
+    /// Sends what is queued.
+    fn flush(&mut self) -> Result<(), String>;
+    /// The answer to the oldest outstanding request (which is for `oid`): `(type, content)`,
+    /// `Ok(None)` when the object does not exist.
+    fn answer(&mut self, oid: &Oid) -> Result<Option<(String, Vec<u8>)>, String>;
+
+    /// One object, one round trip.
+    fn read_object(&mut self, oid: &Oid) -> Result<Option<(String, Vec<u8>)>, String> {
+        self.request(oid)?;
+        self.flush()?;
+        self.answer(oid)
+    }
 }
 
 impl ObjectSource for CatFile {
-    fn read_object(&mut self, oid: &Oid) -> Result<Option<(String, Vec<u8>)>, String> {
-        self.read(oid).map_err(|e| e.to_string())
+    fn request(&mut self, oid: &Oid) -> Result<(), String> {
+        self.send(oid).map_err(|e| e.to_string())
+    }
+    fn flush(&mut self) -> Result<(), String> {
+        CatFile::flush(self).map_err(|e| e.to_string())
+    }
+    fn answer(&mut self, oid: &Oid) -> Result<Option<(String, Vec<u8>)>, String> {
+        self.recv(oid).map_err(|e| e.to_string())
     }
 }
+
+/// Requests in flight at once: their text (at most 65 bytes each) must fit in a pipe buffer
+/// (64 KiB), so queueing them never waits on git.
+const WINDOW: usize = 256;
 
 /// The name of the stamp written last into the checkout's `.git`: the tree id it holds.
 pub const STAMP: &str = ".corral-complete";
@@ -144,8 +167,14 @@ pub fn materialize_commit(
         refs.create_dir(d)
             .map_err(internal("creating the checkout's .git"))?;
     }
-    let mut writer = PackWriter::new(&target.join(".git/objects"), format)
-        .map_err(internal("creating the checkout pack"))?;
+    // Stored, not compressed: the pack's bytes are bounded by the checkout's own, and
+    // deflating every blob was a third of a cold checkout's time (benches/checkout.rs).
+    let mut writer = PackWriter::with_compression(
+        &target.join(".git/objects"),
+        format,
+        flate2::Compression::none(),
+    )
+    .map_err(internal("creating the checkout pack"))?;
     writer
         .write("commit", &commit)
         .map_err(internal("writing the checkout pack"))?;
@@ -159,7 +188,7 @@ pub fn materialize_commit(
         bytes: 0,
         index: Vec::new(),
     };
-    let rebuilt = m.tree(&tree, &root, &mut Vec::new())?;
+    let rebuilt = m.tree(&tree, None, &root, &mut Vec::new())?;
     if rebuilt != tree {
         // Only a tree git itself would not write re-hashes differently (entry order and
         // names were checked): refuse it rather than check out something else.
@@ -250,14 +279,26 @@ impl Materializer<'_> {
         Ok(())
     }
 
-    /// Writes tree `oid` beneath `dir` (repository path `rel`); returns the tree id
-    /// recomputed from what was written.
-    fn tree(&mut self, oid: &Oid, dir: &Dir, rel: &mut Vec<u8>) -> Result<Oid, MaterializeError> {
-        let entries = match self
-            .cat
-            .read_object(oid)
-            .map_err(internal("reading a base tree"))?
-        {
+    /// Writes tree `oid` (its content already read when `data` is given) beneath `dir`
+    /// (repository path `rel`); returns the tree id recomputed from what was written.
+    /// Blobs are written first, read through a window of pipelined requests, then the
+    /// subtrees (their objects read the same way before any recursion, so no request is
+    /// ever outstanding across one).
+    fn tree(
+        &mut self,
+        oid: &Oid,
+        data: Option<Vec<u8>>,
+        dir: &Dir,
+        rel: &mut Vec<u8>,
+    ) -> Result<Oid, MaterializeError> {
+        let object = match data {
+            Some(d) => Some(("tree".to_owned(), d)),
+            None => self
+                .cat
+                .read_object(oid)
+                .map_err(internal("reading a base tree"))?,
+        };
+        let entries = match object {
             Some((kind, data)) if kind == "tree" => {
                 parse_tree(self.format, &data).ok_or_else(|| {
                     MaterializeError::Refused(Refusal::tree(rel, "a malformed tree object"))
@@ -278,84 +319,153 @@ impl Materializer<'_> {
         };
         check_entries(rel, &entries).map_err(MaterializeError::Refused)?;
         let mut rebuilt: Vec<(Vec<u8>, TreeEntry)> = Vec::with_capacity(entries.len());
-        for (name, entry) in entries {
-            let path = join(rel, &name);
-            // Validated: one UTF-8 path component.
-            let name_str = std::str::from_utf8(&name)
-                .map_err(|_| MaterializeError::Refused(Refusal::tree(&path, "not UTF-8")))?;
-            let mut written = entry;
-            if entry.is_tree() {
-                self.count(&path, 0)?;
-                let sub = dir
-                    .create_dir(name_str)
-                    .map_err(|e| write_error(&path, &e))?;
-                let len = rel.len();
-                *rel = path.clone();
-                written.oid = self.tree(&entry.oid, &sub, rel)?;
-                rel.truncate(len);
-            } else if entry.is_gitlink() {
-                self.count(&path, 0)?;
-                dir.create_dir(name_str)
-                    .map_err(|e| write_error(&path, &e))?;
-                self.index.push(IndexEntry {
-                    path: String::from_utf8_lossy(&path).into_owned(),
-                    mode: entry.mode,
-                    oid: entry.oid,
-                    meta: None,
-                });
-            } else {
-                let (kind, data) = self
+        let blobs: Vec<usize> = (0..entries.len())
+            .filter(|&i| !entries[i].1.is_tree() && !entries[i].1.is_gitlink())
+            .collect();
+        for chunk in blobs.chunks(WINDOW) {
+            for &i in chunk {
+                self.cat
+                    .request(&entries[i].1.oid)
+                    .map_err(internal("reading a base blob"))?;
+            }
+            self.cat.flush().map_err(internal("reading a base blob"))?;
+            for &i in chunk {
+                let (name, entry) = &entries[i];
+                let path = join(rel, name);
+                let object = self
                     .cat
-                    .read_object(&entry.oid)
-                    .map_err(internal("reading a base blob"))?
-                    .ok_or_else(|| {
-                        MaterializeError::Refused(Refusal::tree(
-                            &path,
-                            format!("object {} is missing", entry.oid.hex()),
-                        ))
-                    })?;
-                if kind != "blob" {
-                    return Err(MaterializeError::Refused(Refusal::tree(
-                        &path,
-                        format!("is a {kind}, not a blob"),
-                    )));
-                }
-                self.count(&path, data.len() as u64)?;
-                // The index holds what git itself would: 100664 (old histories) as 100644.
-                let mut index_mode = entry.mode;
-                let stat = if entry.is_symlink() {
-                    if data.is_empty() || data.contains(&0) {
+                    .answer(&entry.oid)
+                    .map_err(internal("reading a base blob"))?;
+                let written = self.blob(dir, name, &path, *entry, object)?;
+                rebuilt.push((name.clone(), written));
+            }
+        }
+        for (name, entry) in entries.iter().filter(|(_, e)| e.is_gitlink()) {
+            let path = join(rel, name);
+            self.count(&path, 0)?;
+            dir.create_dir(utf8(name, &path)?)
+                .map_err(|e| write_error(&path, &e))?;
+            self.index.push(IndexEntry {
+                path: String::from_utf8_lossy(&path).into_owned(),
+                mode: entry.mode,
+                oid: entry.oid,
+                meta: None,
+            });
+            rebuilt.push((name.clone(), *entry));
+        }
+        let subtrees: Vec<usize> = (0..entries.len())
+            .filter(|&i| entries[i].1.is_tree())
+            .collect();
+        for chunk in subtrees.chunks(WINDOW) {
+            for &i in chunk {
+                self.cat
+                    .request(&entries[i].1.oid)
+                    .map_err(internal("reading a base tree"))?;
+            }
+            self.cat.flush().map_err(internal("reading a base tree"))?;
+            let mut read = Vec::with_capacity(chunk.len());
+            for &i in chunk {
+                let (name, entry) = &entries[i];
+                let object = self
+                    .cat
+                    .answer(&entry.oid)
+                    .map_err(internal("reading a base tree"))?;
+                match object {
+                    Some((kind, data)) if kind == "tree" => read.push((i, data)),
+                    Some((kind, _)) => {
                         return Err(MaterializeError::Refused(Refusal::tree(
-                            &path,
-                            "a symlink with an empty target or a NUL in it",
+                            &join(rel, name),
+                            format!("is a {kind} where a tree was named"),
                         )));
                     }
-                    dir.create_symlink(name_str, &data)
-                        .map_err(|e| write_error(&path, &e))?
-                } else {
-                    let exec = entry.mode == MODE_EXEC;
-                    index_mode = if exec { MODE_EXEC } else { MODE_FILE };
-                    dir.create_file(name_str, &data, if exec { 0o755 } else { 0o644 })
-                        .map_err(|e| write_error(&path, &e))?
-                };
-                written.oid = self
-                    .writer
-                    .write("blob", &data)
-                    .map_err(internal("writing the checkout pack"))?;
-                self.index.push(IndexEntry {
-                    path: String::from_utf8_lossy(&path).into_owned(),
-                    mode: index_mode,
-                    oid: written.oid,
-                    meta: Some(stat),
-                });
+                    None => {
+                        return Err(MaterializeError::Refused(Refusal::tree(
+                            &join(rel, name),
+                            format!("tree {} is missing", entry.oid.hex()),
+                        )));
+                    }
+                }
             }
-            rebuilt.push((name, written));
+            for (i, data) in read {
+                let (name, entry) = &entries[i];
+                let path = join(rel, name);
+                self.count(&path, 0)?;
+                let sub = dir
+                    .create_dir(utf8(name, &path)?)
+                    .map_err(|e| write_error(&path, &e))?;
+                let len = rel.len();
+                *rel = path;
+                let mut written = *entry;
+                written.oid = self.tree(&entry.oid, Some(data), &sub, rel)?;
+                rel.truncate(len);
+                rebuilt.push((name.clone(), written));
+            }
         }
         let tree_bytes = encode_tree(rebuilt.iter().map(|(n, e)| (n.as_slice(), *e)));
         self.writer
             .write("tree", &tree_bytes)
             .map_err(internal("writing the checkout pack"))
     }
+
+    /// Writes one file or symlink entry from its object; returns the entry as written.
+    fn blob(
+        &mut self,
+        dir: &Dir,
+        name: &[u8],
+        path: &[u8],
+        entry: TreeEntry,
+        object: Option<(String, Vec<u8>)>,
+    ) -> Result<TreeEntry, MaterializeError> {
+        let name_str = utf8(name, path)?;
+        let mut written = entry;
+        let (kind, data) = object.ok_or_else(|| {
+            MaterializeError::Refused(Refusal::tree(
+                path,
+                format!("object {} is missing", entry.oid.hex()),
+            ))
+        })?;
+        if kind != "blob" {
+            return Err(MaterializeError::Refused(Refusal::tree(
+                path,
+                format!("is a {kind}, not a blob"),
+            )));
+        }
+        self.count(path, data.len() as u64)?;
+        // The index holds what git itself would: 100664 (old histories) as 100644.
+        let mut index_mode = entry.mode;
+        let stat = if entry.is_symlink() {
+            if data.is_empty() || data.contains(&0) {
+                return Err(MaterializeError::Refused(Refusal::tree(
+                    path,
+                    "a symlink with an empty target or a NUL in it",
+                )));
+            }
+            dir.create_symlink(name_str, &data)
+                .map_err(|e| write_error(path, &e))?
+        } else {
+            let exec = entry.mode == MODE_EXEC;
+            index_mode = if exec { MODE_EXEC } else { MODE_FILE };
+            dir.create_file(name_str, &data, if exec { 0o755 } else { 0o644 })
+                .map_err(|e| write_error(path, &e))?
+        };
+        written.oid = self
+            .writer
+            .write("blob", &data)
+            .map_err(internal("writing the checkout pack"))?;
+        self.index.push(IndexEntry {
+            path: String::from_utf8_lossy(path).into_owned(),
+            mode: index_mode,
+            oid: written.oid,
+            meta: Some(stat),
+        });
+        Ok(written)
+    }
+}
+
+/// A validated name as `&str` (validation proved it UTF-8 and one component).
+fn utf8<'a>(name: &'a [u8], path: &[u8]) -> Result<&'a str, MaterializeError> {
+    std::str::from_utf8(name)
+        .map_err(|_| MaterializeError::Refused(Refusal::tree(path, "not UTF-8")))
 }
 
 fn limit(path: &[u8], detail: String) -> MaterializeError {

@@ -223,7 +223,12 @@ fn trust_03_a_tree_bomb_stops_at_the_ceiling_and_leaves_nothing() {
 #[test]
 fn a_normal_commit_checks_out_with_modes_links_and_a_clean_git_status() {
     let repo = Repo::new();
-    let sha = repo.commit_files(&[("src/a.py", b"print(1)\n"), ("README", b"r\n")]);
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let sha = repo.commit_files(&[
+        ("src/a.py", b"print(1)\n"),
+        ("README", b"r\n"),
+        ("big.bin", &big),
+    ]);
     std::fs::set_permissions(
         repo.path().join("src/a.py"),
         std::fs::Permissions::from_mode(0o755),
@@ -259,6 +264,23 @@ fn a_normal_commit_checks_out_with_modes_links_and_a_clean_git_status() {
         .unwrap();
     assert!(status.status.success());
     assert_eq!(String::from_utf8_lossy(&status.stdout), "");
+    // The checkout's own pack (stored, uncompressed objects) is one git reads in full.
+    let fsck = std::process::Command::new("git")
+        .args(["-C", d.to_str().unwrap(), "fsck", "--full", "--strict"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    let show = std::process::Command::new("git")
+        .args(["-C", d.to_str().unwrap(), "show", "HEAD:src/a.py"])
+        .output()
+        .unwrap();
+    assert_eq!(show.stdout, b"print(1)\n");
     drop(co);
     let again = c
         .checkout(repo.path(), &sha2, &Isolation::InProcess)
