@@ -7,9 +7,11 @@
 //! Layout under the cache root (mode 0700):
 //! - `base/<sha>/`: a published checkout; its `.git/.corral-complete` stamp (written last)
 //!   holds the tree id and is checked on every reuse;
-//! - `base/<sha>.lock`: `flock`ed exclusively while the entry is filled or evicted, shared by
-//!   every attempt that uses it (an entry in use is never evicted); its mtime is the entry's
-//!   last use;
+//! - `base/<sha>.lock`: the lease, `flock`ed shared by every attempt that uses (or fills) the
+//!   entry for its whole life, exclusively only by an eviction (an entry in use is never
+//!   evicted); its mtime is the entry's last use;
+//! - `base/<sha>.fill`: `flock`ed exclusively by the one attempt that fills the entry; the
+//!   others wait on it and reuse what it published;
 //! - `base/<sha>.meta`: size and entry count, for the budget and `corral cache ls`;
 //! - `tmp/<sha>-<pid>-<n>/`: one materialization in progress (`work/checkout`, and the
 //!   helper's `root`); published by one rename, removed on failure, and removed by the next
@@ -205,6 +207,10 @@ impl BaseCache {
     }
 
     fn open_lock(&self, sha: &str) -> Result<fs::File, BaseError> {
+        self.open_file(&format!("{sha}.lock"))
+    }
+
+    fn open_file(&self, name: &str) -> Result<fs::File, BaseError> {
         fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -212,7 +218,7 @@ impl BaseCache {
             .truncate(false)
             .mode(0o600)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(self.lock_path(sha))
+            .open(self.root.join("base").join(name))
             .map_err(internal("opening the base cache lock"))
     }
 
@@ -291,20 +297,19 @@ impl BaseCache {
         let objects = canonical_objects_dir(repo)
             .map_err(|e| BaseError::BadInput(format!("--repo {}: {e}", repo.display())))?;
         let dir = self.root.join("base").join(base_sha);
-        // Reuse under a shared lock: any number of attempts use one entry at once, and no
-        // gc can evict it meanwhile.
+        // The lease: a shared lock held for the attempt's whole life, so no gc evicts the
+        // entry meanwhile. It is never converted (flock conversions are not atomic).
         let lock = self
             .lock(base_sha, FlockOperation::LockShared)?
             .ok_or_else(|| BaseError::Internal("locking the base cache".into()))?;
         if let Some(reused) = self.reuse(&lock, &dir, base_sha) {
             return self.lease(lock, dir, reused.0, false, reused.1, None);
         }
-        drop(lock);
-        // Missing or torn: exclusive while we look again and fill. Concurrent attempts on
-        // one new base commit wait here and then reuse the one verified entry.
-        let lock = self
-            .lock(base_sha, FlockOperation::LockExclusive)?
-            .ok_or_else(|| BaseError::Internal("locking the base cache".into()))?;
+        // Missing or torn: one filler at a time (`<sha>.fill`, exclusive), the others wait
+        // there, holding their leases, and then reuse the one verified entry.
+        let fill_lock = self.open_file(&format!("{base_sha}.fill"))?;
+        flock(&fill_lock, FlockOperation::LockExclusive)
+            .map_err(internal("locking the base cache"))?;
         if let Some(reused) = self.reuse(&lock, &dir, base_sha) {
             return self.lease(lock, dir, reused.0, false, reused.1, None);
         }
@@ -352,12 +357,25 @@ impl BaseCache {
             Err(e) => Err(e),
         };
         let _ = remove_staging(&staging);
-        if outcome.is_err() {
-            // Nothing was published: the lock file goes too (we hold it exclusively), so a
-            // refused commit leaves nothing in the cache.
-            let _ = fs::remove_file(self.lock_path(base_sha));
-        }
-        let (tree, entries, landlock) = outcome?;
+        drop(fill_lock);
+        let (tree, entries, landlock) = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                // Nothing was published: the lock files go too when nobody else holds a
+                // lease (exclusive, so no filler is waiting either), and a refused commit
+                // leaves nothing in the cache.
+                drop(lock);
+                if let Ok(Some(_held)) =
+                    self.lock(base_sha, FlockOperation::NonBlockingLockExclusive)
+                    && fs::symlink_metadata(&dir).is_err()
+                {
+                    let base = self.root.join("base");
+                    let _ = fs::remove_file(base.join(format!("{base_sha}.fill")));
+                    let _ = fs::remove_file(self.lock_path(base_sha));
+                }
+                return Err(e);
+            }
+        };
         let checkout = self.lease(lock, dir, tree, true, entries, landlock)?;
         // Over budget: evict the least recently used entries no attempt holds.
         let _ = self.gc(self.limits.budget_bytes, Some(base_sha));
@@ -380,10 +398,7 @@ impl BaseCache {
         entries: u64,
         landlock: Option<String>,
     ) -> Result<BaseCheckout, BaseError> {
-        // Shared from now on: other attempts may use it, nobody may evict it. (Converting an
-        // exclusive lock is not atomic in flock(2): a gc could slip in between, so the stamp
-        // is checked again under the shared lock.)
-        flock(&lock, FlockOperation::LockShared).map_err(internal("locking the base cache"))?;
+        // The lease is shared: other attempts may use the entry, nobody may evict it.
         let sha = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -526,6 +541,7 @@ impl BaseCache {
             fs::remove_dir_all(&dir).map_err(internal("evicting a base checkout"))?;
             let _ = fs::remove_file(self.root.join("base").join(format!("{}.meta", e.base_sha)));
             // Held exclusively: whoever opened it before waits and then sees it unlinked.
+            let _ = fs::remove_file(self.root.join("base").join(format!("{}.fill", e.base_sha)));
             let _ = fs::remove_file(self.lock_path(&e.base_sha));
             total = total.saturating_sub(e.bytes);
             report.freed_bytes += e.bytes;

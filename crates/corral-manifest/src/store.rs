@@ -77,6 +77,9 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 pub struct ArtifactStore {
     root: PathBuf,
     dir: PathBuf,
+    /// `<root>/sha256`, opened once: every write goes beneath this fd, so a path component
+    /// swapped for a symlink after `open` cannot redirect an artifact.
+    dir_fd: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
 impl ArtifactStore {
@@ -99,9 +102,16 @@ impl ArtifactStore {
         }
         let dir = resolved.join("sha256");
         fs::create_dir_all(&dir).map_err(io_err("creating the artifact directory"))?;
+        let dir_fd = rustix::fs::open(
+            &dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| io_err("opening the artifact directory")(e.into()))?;
         Ok(Self {
             root: resolved,
             dir,
+            dir_fd: std::sync::Arc::new(dir_fd),
         })
     }
 
@@ -131,30 +141,33 @@ impl ArtifactStore {
         if self.reader().check(&digest).is_ok() {
             return Ok(ArtifactRef { digest, bytes: len });
         }
-        let tmp = self.dir.join(format!(
+        let tmp = format!(
             ".tmp-{}-{}-{}",
             digest.hex(),
             std::process::id(),
             TMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        );
+        let dir = self.dir_fd.as_ref();
         let result = (|| {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-                .map_err(io_err("creating a temporary artifact file"))?;
+            let fd = rustix::fs::openat2(
+                dir,
+                tmp.as_str(),
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+                rustix::fs::ResolveFlags::BENEATH | rustix::fs::ResolveFlags::NO_SYMLINKS,
+            )
+            .map_err(|e| io_err("creating a temporary artifact file")(e.into()))?;
+            let mut f = File::from(fd);
             f.write_all(bytes).map_err(io_err("writing an artifact"))?;
             f.set_permissions(fs::Permissions::from_mode(0o444))
                 .map_err(io_err("making an artifact read-only"))?;
             f.sync_all().map_err(io_err("syncing an artifact"))?;
-            fs::rename(&tmp, &dest).map_err(io_err("renaming an artifact into place"))?;
-            File::open(&self.dir)
-                .and_then(|d| d.sync_all())
-                .map_err(io_err("syncing the artifact directory"))
+            rustix::fs::renameat(dir, tmp.as_str(), dir, digest.hex().as_str())
+                .map_err(|e| io_err("renaming an artifact into place")(e.into()))?;
+            rustix::fs::fsync(dir).map_err(|e| io_err("syncing the artifact directory")(e.into()))
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+            let _ = rustix::fs::unlinkat(dir, tmp.as_str(), rustix::fs::AtFlags::empty());
         }
         result.map(|()| ArtifactRef { digest, bytes: len })
     }
