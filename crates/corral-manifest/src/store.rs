@@ -4,9 +4,9 @@
 //! bytes, mode 0444. Writes are atomic (temporary file in the same directory, `fsync`,
 //! `rename`, directory `fsync`), so a reader sees a whole artifact or none.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -136,7 +136,6 @@ impl ArtifactStore {
     /// replaced atomically).
     pub fn put(&self, bytes: &[u8]) -> Result<ArtifactRef, StoreError> {
         let digest = Digest::of_bytes(bytes);
-        let dest = self.path_of(&digest);
         let len = bytes.len() as u64;
         if self.reader().check(&digest).is_ok() {
             return Ok(ArtifactRef { digest, bytes: len });
