@@ -29,7 +29,7 @@ fn main() -> Result<()> {
         Some("adversarial") => adversarial::run(&root, &args[1..]),
         _ => bail!(
             "usage: cargo xtask <layers | schemas [--check] | fixtures [--check] | ci | \
-             adversarial [--list] [--filter IDS] [--json F] [--sarif F] [--corral BIN] [--verbose]>"
+             adversarial [--list] [--filter IDS] [--json F] [--sarif F] [--corral BIN] [--repeat N] [--cpu-hog] [--verbose]>"
         ),
     }
 }

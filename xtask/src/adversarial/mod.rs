@@ -31,6 +31,10 @@ struct Options {
     sarif: PathBuf,
     corral: Option<PathBuf>,
     verbose: bool,
+    /// Rounds of the whole selection (a flake shows up as a round that is not clean).
+    repeat: u32,
+    /// Keep every core busy with a spinning process per core while the cases run.
+    cpu_hog: bool,
 }
 
 fn parse(root: &Path, args: &[String]) -> Result<Options> {
@@ -42,6 +46,8 @@ fn parse(root: &Path, args: &[String]) -> Result<Options> {
         sarif: out.join("report.sarif"),
         corral: None,
         verbose: false,
+        repeat: 1,
+        cpu_hog: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -62,10 +68,18 @@ fn parse(root: &Path, args: &[String]) -> Result<Options> {
             "--json" => o.json = PathBuf::from(value("--json")?),
             "--sarif" => o.sarif = PathBuf::from(value("--sarif")?),
             "--corral" => o.corral = Some(PathBuf::from(value("--corral")?)),
+            "--repeat" => {
+                o.repeat = value("--repeat")?
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .context("--repeat takes a whole number of rounds, 1 or more")?;
+            }
+            "--cpu-hog" => o.cpu_hog = true,
             other => bail!(
                 "unknown argument {other:?}; usage: cargo xtask adversarial [--list] \
                  [--filter ID|CATEGORY[,...]] [--json FILE] [--sarif FILE] [--corral BIN] \
-                 [--verbose]"
+                 [--repeat N] [--cpu-hog] [--verbose]"
             ),
         }
     }
@@ -111,44 +125,59 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     self_check(&h)?;
     let suite_before = host::snapshot(&[&corral]);
     let started = Instant::now();
+    let hog = CpuHog::start(o.cpu_hog)?;
     let mut results = Vec::new();
-    for (i, case) in chosen.iter().enumerate() {
-        progress(&format!(
-            "[{}/{}] {} {} ({:.0} s)",
-            i + 1,
-            chosen.len(),
-            case.id,
-            case.title,
-            started.elapsed().as_secs_f64()
-        ));
-        let t = Instant::now();
-        let verdict = run_case(&h, case);
-        let r = CaseResult {
-            id: case.id.to_owned(),
-            category: case.category().to_owned(),
-            title: case.title.to_owned(),
-            guarantee: case.guarantee.to_owned(),
-            script: case.script_file(),
-            outcome: verdict.outcome,
-            evidence: verdict.evidence,
-            seconds: t.elapsed().as_secs_f64(),
-        };
-        if o.verbose || matches!(r.outcome, Outcome::Escaped | Outcome::Inconclusive) {
-            progress("");
-            eprintln!("{} {}: {}", r.id, r.outcome, r.evidence.join(" | "));
-        } else if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-            // Logs (CI) get one line per case instead of the redrawn status line.
-            eprintln!(
-                "[{}/{}] {} {} ({:.1} s)",
+    let mut rounds: Vec<(u32, usize, usize)> = Vec::new();
+    for round in 1..=o.repeat {
+        let round_start = results.len();
+        for (i, case) in chosen.iter().enumerate() {
+            progress(&format!(
+                "[{}/{}] {} {} ({:.0} s)",
                 i + 1,
                 chosen.len(),
-                r.id,
-                r.outcome,
-                r.seconds
-            );
+                case.id,
+                case.title,
+                started.elapsed().as_secs_f64()
+            ));
+            let t = Instant::now();
+            let verdict = run_case(&h, case);
+            let mut r = CaseResult {
+                id: case.id.to_owned(),
+                category: case.category().to_owned(),
+                title: case.title.to_owned(),
+                guarantee: case.guarantee.to_owned(),
+                script: case.script_file(),
+                outcome: verdict.outcome,
+                evidence: verdict.evidence,
+                seconds: t.elapsed().as_secs_f64(),
+            };
+            if o.verbose || matches!(r.outcome, Outcome::Escaped | Outcome::Inconclusive) {
+                progress("");
+                eprintln!("{} {}: {}", r.id, r.outcome, r.evidence.join(" | "));
+            } else if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                // Logs (CI) get one line per case instead of the redrawn status line.
+                eprintln!(
+                    "[{}/{}] {} {} ({:.1} s)",
+                    i + 1,
+                    chosen.len(),
+                    r.id,
+                    r.outcome,
+                    r.seconds
+                );
+            }
+            if o.repeat > 1 {
+                r.evidence
+                    .insert(0, format!("round {round} of {}", o.repeat));
+            }
+            results.push(r);
         }
-        results.push(r);
+        let bad_in_round = results[round_start..]
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Escaped | Outcome::Inconclusive))
+            .count();
+        rounds.push((round, results.len() - round_start, bad_in_round));
     }
+    drop(hog);
     progress("");
     // Whatever one case's checks could not attribute still shows up here.
     let suite_after = host::snapshot(&[&corral]);
@@ -156,6 +185,14 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     drop(h);
     let scratch_left = Path::new(&format!("/tmp/corral-adv-{}", std::process::id())).exists();
     report::print_table(&results);
+    if o.repeat > 1 || o.cpu_hog {
+        for (round, n, bad) in &rounds {
+            println!(
+                "round {round}{}: {n} cases, {bad} escaped or inconclusive",
+                if o.cpu_hog { " (every core busy)" } else { "" }
+            );
+        }
+    }
     report::write_json(&o.json, &results, &leftovers, started.elapsed())?;
     report::write_sarif(&o.sarif, &results)?;
     println!("report: {} and {}", o.json.display(), o.sarif.display());
@@ -190,6 +227,40 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// One spinning `sh` per core while it lives (`--cpu-hog`): the suite must judge the same on
+/// a loaded host. Each is ended by its own pid.
+struct CpuHog(Vec<std::process::Child>);
+
+impl CpuHog {
+    fn start(on: bool) -> Result<Self> {
+        let n = if on {
+            std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+        } else {
+            0
+        };
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            v.push(
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .stdin(std::process::Stdio::null())
+                    .spawn()
+                    .context("starting the CPU hog")?,
+            );
+        }
+        Ok(Self(v))
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 /// One case, with the generic host-side checks of corpus §0.3 around it.
