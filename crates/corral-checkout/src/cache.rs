@@ -475,6 +475,28 @@ impl BaseCache {
         serde_json::from_slice(&text).ok()
     }
 
+    /// Lock files of entries that do not exist (a refused fill whose cleanup found the lock
+    /// briefly held), removed when nobody holds them.
+    fn sweep_orphan_locks(&self) {
+        let base = self.root.join("base");
+        let Ok(rd) = fs::read_dir(&base) else { return };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(sha) = name.strip_suffix(".lock") else {
+                continue;
+            };
+            if !is_hex_sha(sha) || fs::symlink_metadata(base.join(sha)).is_ok() {
+                continue;
+            }
+            if let Ok(Some(_held)) = self.lock(sha, FlockOperation::NonBlockingLockExclusive)
+                && fs::symlink_metadata(base.join(sha)).is_err()
+            {
+                let _ = fs::remove_file(base.join(format!("{sha}.fill")));
+                let _ = fs::remove_file(self.lock_path(sha));
+            }
+        }
+    }
+
     /// Every entry, least recently used first.
     pub fn list(&self) -> Result<Vec<CacheEntry>, BaseError> {
         let mut out = Vec::new();
@@ -520,6 +542,7 @@ impl BaseCache {
     /// Evicts least recently used entries not in use (and never `keep`) until the cache
     /// holds at most `budget_bytes`.
     pub fn gc(&self, budget_bytes: u64, keep: Option<&str>) -> Result<GcReport, BaseError> {
+        self.sweep_orphan_locks();
         let entries = self.list()?;
         let mut total: u64 = entries.iter().map(|e| e.bytes).sum();
         let mut report = GcReport::default();

@@ -36,6 +36,14 @@ fn assert_nothing_left(t: &Path, sha: &str) {
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .filter(|n| n.to_string_lossy().starts_with(sha))
+        // Its empty lock files are removed when no other holder exists; in this
+        // multi-threaded test binary a sibling test's fork can briefly hold a copy of the
+        // descriptor, so they may stay (the next gc sweeps them). `corral run` has no
+        // concurrent fork at that point: the CLI tests and TRUST-01..03 check they go.
+        .filter(|n| {
+            let n = n.to_string_lossy();
+            !(n.ends_with(".lock") || n.ends_with(".fill"))
+        })
         .collect();
     assert!(base.is_empty(), "left in the cache: {base:?}");
     let tmp: Vec<_> = std::fs::read_dir(t.join("cache/tmp")).unwrap().collect();

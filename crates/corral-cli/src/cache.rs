@@ -81,7 +81,7 @@ pub fn run(cmd: &CacheCommand) -> u8 {
                         e.base_sha,
                         human(e.bytes),
                         e.entries,
-                        e.last_used,
+                        ago(e.last_used),
                         if e.in_use { "  (in use)" } else { "" }
                     );
                 }
@@ -116,6 +116,20 @@ pub fn run(cmd: &CacheCommand) -> u8 {
                 }
             }
         }
+    }
+}
+
+/// "12 s ago", "3 min ago", "5 h ago", "2 d ago" (from seconds since the epoch).
+fn ago(epoch_secs: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let d = now.saturating_sub(epoch_secs);
+    match d {
+        0..60 => format!("{d} s ago"),
+        60..3600 => format!("{} min ago", d / 60),
+        3600..86_400 => format!("{} h ago", d / 3600),
+        _ => format!("{} d ago", d / 86_400),
     }
 }
 
