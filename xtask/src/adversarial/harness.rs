@@ -739,7 +739,24 @@ impl<'h> Ctx<'h> {
         let dir = self.dir.join(name);
         std::fs::create_dir_all(&dir)?;
         let (repo, base) = self.repo(&spec.repo, &dir.join("repo"))?;
-        let (wu, mut preset) = self.documents(spec, &base);
+        self.prepare_on(spec, vars, name, &repo, &base, &dir.join("artifacts"))
+    }
+
+    /// `prepare` on a repository and artifact store the case already made (runs that must
+    /// share them, e.g. concurrent attempts on one base commit): `spec.repo` is not built.
+    pub fn prepare_on(
+        &self,
+        spec: &RunSpec,
+        vars: &BTreeMap<String, String>,
+        name: &str,
+        repo: &Path,
+        base: &str,
+        artifacts: &Path,
+    ) -> Result<Prepared> {
+        let dir = self.dir.join(name);
+        std::fs::create_dir_all(&dir)?;
+        let (repo, artifacts) = (repo.to_path_buf(), artifacts.to_path_buf());
+        let (wu, mut preset) = self.documents(spec, base);
         let mut argv = vec![self.n.clone()];
         argv.extend(spec.args.iter().map(|a| self.subst(a, "/workspace", vars)));
         preset["argv"] = json!(argv);
@@ -747,7 +764,6 @@ impl<'h> Ctx<'h> {
         let preset_path = dir.join("preset.json");
         std::fs::write(&wu_path, serde_json::to_vec_pretty(&wu)?)?;
         std::fs::write(&preset_path, serde_json::to_vec_pretty(&preset)?)?;
-        let artifacts = dir.join("artifacts");
         let s = |p: &Path| p.to_string_lossy().into_owned();
         let mut args = vec![
             "run".to_owned(),
@@ -1007,7 +1023,8 @@ impl Drop for Ctx<'_> {
     }
 }
 
-fn drain(child: &mut Child) -> (JoinHandle<Vec<u8>>, JoinHandle<Vec<u8>>) {
+/// Reads a child's stdout and stderr to their ends on two threads (so neither pipe fills).
+pub fn drain(child: &mut Child) -> (JoinHandle<Vec<u8>>, JoinHandle<Vec<u8>>) {
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let a = std::thread::spawn(move || {
