@@ -775,11 +775,16 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         gid,
         cwd: cstring("/workspace")?,
         rlimits: vec![
+            // A backstop one second past the budget, not the budget itself: the kernel judges
+            // RLIMIT_CPU on tick-sampled utime+stime, which on this VM ran ahead of the
+            // cgroup's exact accounting and sent SIGXCPU at 894 ms of a 1 s budget. The
+            // supervisor's cgroup check is what ends a run at its budget (CpuLimit); this
+            // layer only acts if the supervisor cannot.
             (
                 libc::RLIMIT_CPU,
                 libc::rlimit {
-                    rlim_cur: cpu,
-                    rlim_max: cpu + 1,
+                    rlim_cur: cpu + 1,
+                    rlim_max: cpu + 2,
                 },
             ),
             (
