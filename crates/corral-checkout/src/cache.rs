@@ -26,7 +26,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use corral_capture::git::{canonical_objects_dir, find_git};
-use corral_contract::ReasonCode;
 use rustix::fs::FlockOperation;
 use serde::{Deserialize, Serialize};
 
@@ -583,13 +582,3 @@ fn remove_staging(staging: &Path) -> io::Result<()> {
         r => r,
     }
 }
-
-impl From<Refusal> for BaseError {
-    fn from(r: Refusal) -> Self {
-        BaseError::Refused(r)
-    }
-}
-
-/// The reason codes a base checkout can be refused with.
-pub const REFUSAL_CODES: &[ReasonCode] =
-    &[ReasonCode::BaseTreeInvalid, ReasonCode::BaseCheckoutLimit];

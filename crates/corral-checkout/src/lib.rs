@@ -33,9 +33,7 @@ mod index;
 pub mod materialize;
 pub mod validate;
 
-pub use cache::{
-    BaseCache, BaseCheckout, BaseError, CacheEntry, CacheLimits, GcReport, Isolation, REFUSAL_CODES,
-};
+pub use cache::{BaseCache, BaseCheckout, BaseError, CacheEntry, CacheLimits, GcReport, Isolation};
 pub use helper::{HELPER_ARG, helper_main};
 pub use materialize::Limits;
 pub use validate::Refusal;

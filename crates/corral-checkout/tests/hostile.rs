@@ -39,7 +39,7 @@ fn assert_nothing_left(t: &Path, sha: &str) {
         // Its empty lock files are removed when no other holder exists; in this
         // multi-threaded test binary a sibling test's fork can briefly hold a copy of the
         // descriptor, so they may stay (the next gc sweeps them). `corral run` has no
-        // concurrent fork at that point: the CLI tests and TRUST-01..03 check they go.
+        // concurrent fork at that point: `corral-cli`'s `base_checkout` test checks they go.
         .filter(|n| {
             let n = n.to_string_lossy();
             !(n.ends_with(".lock") || n.ends_with(".fill"))

@@ -181,6 +181,13 @@ fn a_hostile_base_tree_is_refused_naming_the_file_the_field_and_the_path() {
         .unwrap()
         .collect();
     assert!(tmp.is_empty(), "{tmp:?}");
+    // No lock file either: nothing else in the process holds it when the refusal cleans up.
+    let left: Vec<_> = std::fs::read_dir(cache_dir(&f).join("base"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&base))
+        .collect();
+    assert!(left.is_empty(), "left in the cache: {left:?}");
     // Control: the repository's own HEAD runs normally.
     let head = git(&f.repo, &["rev-parse", "HEAD"], b"");
     let ok = run(&f, &head, &[]);

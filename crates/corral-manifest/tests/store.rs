@@ -342,3 +342,27 @@ fn verify_detects_every_damage() {
     fs::write(&copy, text).unwrap();
     assert!(verify_manifest_file(&copy, &reader).is_err());
 }
+
+/// The store writes beneath the directory it opened: a `sha256` folder swapped for a symlink
+/// afterwards does not redirect an artifact. Control: a path-based write does follow it.
+#[test]
+fn a_swapped_store_directory_never_redirects_a_write() {
+    let t = tmp();
+    let root = t.path().join("artifacts");
+    let store = ArtifactStore::open(&root, &[]).unwrap();
+    let elsewhere = t.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::rename(root.join("sha256"), t.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, root.join("sha256")).unwrap();
+    let r = store.put(b"artifact after the swap").unwrap();
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "the write followed the swapped-in symlink"
+    );
+    let kept = t.path().join("moved").join(r.digest.hex());
+    assert_eq!(std::fs::read(&kept).unwrap(), b"artifact after the swap");
+    // Control: joining the path and writing follows the link.
+    std::fs::write(root.join("sha256").join("x"), b"x").unwrap();
+    assert!(elsewhere.join("x").exists());
+}
