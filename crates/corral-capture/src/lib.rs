@@ -91,10 +91,56 @@ pub enum OverlayXattrs {
 }
 
 impl OverlayXattrs {
-    fn prefix(self) -> &'static str {
+    /// `trusted.overlay.` or `user.overlay.`.
+    #[must_use]
+    pub fn prefix(self) -> &'static str {
         match self {
             Self::Trusted => "trusted.overlay.",
             Self::User => "user.overlay.",
+        }
+    }
+}
+
+/// The overlay metadata names capture reads (after [`OverlayXattrs::prefix`]); nothing else
+/// is ever asked for.
+pub const OVERLAY_XATTR_NAMES: &[&str] = &["opaque", "redirect", "metacopy"];
+
+/// Values longer than this are reported as [`XattrValue::TooLong`] (overlay's own values
+/// that capture compares are one byte).
+pub const MAX_XATTR_VALUE: usize = 64;
+
+/// One overlay xattr of one upper-layer file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XattrValue {
+    Absent,
+    Value(Vec<u8>),
+    /// Present, longer than [`MAX_XATTR_VALUE`].
+    TooLong,
+}
+
+/// How capture reads the overlay's metadata xattrs of upper-layer files it holds open.
+///
+/// `trusted.*` xattrs are readable only with `CAP_SYS_ADMIN` (without it the kernel answers
+/// "no such attribute", which would silently hide opaque directories). The confined capture
+/// helper holds no such capability, so it asks its parent through a narrow oracle instead
+/// (`corral-checkout`); [`DirectXattrs`] reads them in this process.
+pub trait XattrReader: std::fmt::Debug + Sync {
+    /// The xattr `name` (the full name, for example `trusted.overlay.opaque`) of `fd`.
+    fn get(&self, fd: BorrowedFd<'_>, name: &str) -> io::Result<XattrValue>;
+}
+
+/// Reads xattrs with `fgetxattr(2)` in this process.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DirectXattrs;
+
+impl XattrReader for DirectXattrs {
+    fn get(&self, fd: BorrowedFd<'_>, name: &str) -> io::Result<XattrValue> {
+        let mut buf = [0u8; MAX_XATTR_VALUE];
+        match rustix::fs::fgetxattr(fd, name, &mut buf[..]) {
+            Ok(n) => Ok(XattrValue::Value(buf[..n].to_vec())),
+            Err(rustix::io::Errno::NODATA | rustix::io::Errno::NOTSUP) => Ok(XattrValue::Absent),
+            Err(rustix::io::Errno::RANGE) => Ok(XattrValue::TooLong),
+            Err(e) => Err(e.into()),
         }
     }
 }
@@ -144,6 +190,12 @@ pub struct CaptureRequest<'a> {
     pub max_patch_bytes: u64,
     pub limits: CaptureLimits,
     pub overlay_xattrs: OverlayXattrs,
+    /// How overlay xattrs are read; `None` is [`DirectXattrs`].
+    pub xattr_reader: Option<&'a dyn XattrReader>,
+    /// The canonical repository's object directory when the caller already resolved it
+    /// (the confined helper sees only that directory); `None` resolves it from
+    /// `canonical_repo`.
+    pub objects_dir: Option<&'a Path>,
     /// The git program (absolute path); `None` picks `/usr/bin/git`, `/usr/local/bin/git`
     /// or `/bin/git`.
     pub git_program: Option<&'a Path>,
@@ -171,6 +223,8 @@ impl<'a> CaptureRequest<'a> {
             max_patch_bytes,
             limits: CaptureLimits::default(),
             overlay_xattrs: OverlayXattrs::default(),
+            xattr_reader: None,
+            objects_dir: None,
             git_program: None,
             tmp_dir: None,
         }
@@ -235,10 +289,14 @@ pub enum CaptureError {
     LayerChanged(String),
     #[error("capture exceeded its time limit")]
     Timeout,
+    /// The confined capture helper failed; its own message.
+    #[error("{0}")]
+    Helper(String),
 }
 
 impl CaptureError {
-    pub(crate) fn io(context: &str, source: io::Error) -> Self {
+    /// An I/O error with what corral was doing.
+    pub fn io(context: &str, source: io::Error) -> Self {
         Self::Io {
             context: context.to_owned(),
             source,
@@ -260,8 +318,23 @@ pub fn capture(req: &CaptureRequest<'_>) -> Result<CaptureResult, CaptureError> 
         })?;
     let base = objects::Oid::from_hex(req.base_sha)
         .ok_or_else(|| CaptureError::Setup("base SHA".into()))?;
+    if req.xattr_reader.is_none()
+        && req.overlay_xattrs == OverlayXattrs::Trusted
+        && !has_sys_admin()
+    {
+        // Without it the kernel reports every trusted.* xattr absent: opaque directories,
+        // and so deletions, would silently vanish from the candidate.
+        return Err(CaptureError::Setup(
+            "reading trusted.overlay.* xattrs needs CAP_SYS_ADMIN, which this process lacks; \
+             run capture through the capture helper's xattr oracle (corral-checkout)"
+                .into(),
+        ));
+    }
     let program = git::find_git(req.git_program)?;
-    let canonical_objects = git::canonical_objects_dir(req.canonical_repo)?;
+    let canonical_objects = match req.objects_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => git::canonical_objects_dir(req.canonical_repo)?,
+    };
     let sandbox = git::GitSandbox::new(
         program,
         &canonical_objects,
@@ -286,7 +359,10 @@ pub fn capture(req: &CaptureRequest<'_>) -> Result<CaptureResult, CaptureError> 
         scope,
         req.limits,
         deadline,
-        req.overlay_xattrs.prefix(),
+        (
+            req.overlay_xattrs.prefix(),
+            req.xattr_reader.unwrap_or(&DirectXattrs),
+        ),
         cat,
         writer,
         format,
@@ -357,6 +433,18 @@ pub fn capture(req: &CaptureRequest<'_>) -> Result<CaptureResult, CaptureError> 
         patch,
         stats,
     })
+}
+
+/// Is `CAP_SYS_ADMIN` (bit 21) in this thread's effective set?
+fn has_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 21) != 0)
 }
 
 fn commit_tree(commit: &[u8]) -> Option<objects::Oid> {

@@ -45,6 +45,7 @@ pub(crate) struct Walker<'s> {
     limits: CaptureLimits,
     deadline: Instant,
     xattr_prefix: &'static str,
+    xattrs: &'s dyn crate::XattrReader,
     cat: CatFile,
     writer: PackWriter,
     format: ObjectFormat,
@@ -125,7 +126,7 @@ impl<'s> Walker<'s> {
         scope: Scope<'s>,
         limits: CaptureLimits,
         deadline: Instant,
-        xattr_prefix: &'static str,
+        (xattr_prefix, xattrs): (&'static str, &'s dyn crate::XattrReader),
         cat: CatFile,
         writer: PackWriter,
         format: ObjectFormat,
@@ -135,6 +136,7 @@ impl<'s> Walker<'s> {
             limits,
             deadline,
             xattr_prefix,
+            xattrs,
             cat,
             writer,
             format,
@@ -288,21 +290,20 @@ impl<'s> Walker<'s> {
     }
 
     fn xattr_is(&self, fd: BorrowedFd<'_>, name: &str, value: &[u8]) -> Result<bool, CaptureError> {
-        let mut buf = [0u8; 16];
         let full = format!("{}{name}", self.xattr_prefix);
-        match rustix::fs::fgetxattr(fd, full.as_str(), &mut buf[..]) {
-            Ok(n) => Ok(&buf[..n] == value),
-            Err(Errno::NODATA | Errno::NOTSUP | Errno::RANGE) => Ok(false),
-            Err(e) => Err(CaptureError::io("reading an overlay xattr", e.into())),
+        match self.xattrs.get(fd, &full) {
+            Ok(crate::XattrValue::Value(v)) => Ok(v == value),
+            Ok(_) => Ok(false),
+            Err(e) => Err(CaptureError::io("reading an overlay xattr", e)),
         }
     }
 
     fn xattr_present(&self, fd: BorrowedFd<'_>, name: &str) -> Result<bool, CaptureError> {
         let full = format!("{}{name}", self.xattr_prefix);
-        match rustix::fs::fgetxattr_query(fd, full.as_str()) {
+        match self.xattrs.get(fd, &full) {
+            Ok(crate::XattrValue::Absent) => Ok(false),
             Ok(_) => Ok(true),
-            Err(Errno::NODATA | Errno::NOTSUP) => Ok(false),
-            Err(e) => Err(CaptureError::io("reading an overlay xattr", e.into())),
+            Err(e) => Err(CaptureError::io("reading an overlay xattr", e)),
         }
     }
 

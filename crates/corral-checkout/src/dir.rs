@@ -113,6 +113,31 @@ impl Dir {
         Ok(())
     }
 
+    /// Reads the regular file `name` beneath this directory, at most `max` bytes: `None` when
+    /// it is longer. Anything but a regular file (a symlink included) fails.
+    pub fn read_file(&self, name: &str, max: u64) -> io::Result<Option<Vec<u8>>> {
+        use std::io::Read as _;
+        let fd = rustix::fs::openat2(
+            &self.fd,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+            beneath(),
+        )?;
+        let st = rustix::fs::fstat(&fd)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{name} is not a regular file"),
+            ));
+        }
+        let mut out = Vec::new();
+        std::fs::File::from(fd)
+            .take(max.saturating_add(1))
+            .read_to_end(&mut out)?;
+        Ok((out.len() as u64 <= max).then_some(out))
+    }
+
     /// Flushes the directory itself (after a rename into it).
     pub fn sync(&self) -> io::Result<()> {
         Ok(rustix::fs::fsync(&self.fd)?)

@@ -93,7 +93,7 @@ pub fn helper_main() -> i32 {
 
 /// Object directories `objects` borrows through `info/alternates` (read before confinement,
 /// so they can be made visible at the same paths).
-fn alternates(objects: &Path) -> Vec<PathBuf> {
+pub(crate) fn alternates(objects: &Path) -> Vec<PathBuf> {
     let Ok(text) = std::fs::read_to_string(objects.join("info/alternates")) else {
         return Vec::new();
     };
@@ -149,6 +149,7 @@ fn serve_inner(req: &Request, confined: bool) -> Result<Response, MaterializeErr
             new_root: req.new_root.clone(),
             read_only,
             writable: req.work.clone(),
+            read_only_fds: Vec::new(),
         })
         .map_err(MaterializeError::Internal)?
         .landlock

@@ -14,9 +14,12 @@
 //!   RESOLVE_NO_SYMLINKS)`, `O_CREAT | O_EXCL | O_NOFOLLOW`, modes set on the fd. Never a path
 //!   join followed by a path-based write.
 //! - Code that parses hostile data never runs with host root authority over the host file
-//!   system: in production the materialization runs in a helper process confined by
-//!   [`confine`] (own mount namespace with only the work directory writable and the object
-//!   database read-only, capabilities dropped, `no_new_privs`, Landlock).
+//!   system: in production the materialization and the capture of the worker's upper layer
+//!   each run in a helper process confined by [`confine`] (own mount namespace with only a
+//!   work directory writable and the object database read-only, capabilities dropped but
+//!   `CAP_DAC_READ_SEARCH`, `no_new_privs`, Landlock, seccomp). The capture helper's one
+//!   request to its parent is the overlay xattr oracle of [`capture`], which answers for fds
+//!   on the upper layer's file system only.
 //! - One materialization has an entry and byte ceiling; the cache a size budget with
 //!   least-recently-used eviction that never evicts an entry in use.
 //! - A checkout is visible only after one rename of a fully written directory whose stamp
@@ -26,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache;
+pub mod capture;
 pub mod confine;
 pub mod dir;
 pub mod helper;
@@ -34,6 +38,7 @@ pub mod materialize;
 pub mod validate;
 
 pub use cache::{BaseCache, BaseCheckout, BaseError, CacheEntry, CacheLimits, GcReport, Isolation};
+pub use capture::{CAPTURE_HELPER_ARG, capture_helper_main, capture_isolated};
 pub use helper::{HELPER_ARG, helper_main};
 pub use materialize::Limits;
 pub use validate::Refusal;

@@ -1,8 +1,9 @@
 //! The checkout helper, run for real as a separate confined process (this test binary
 //! re-executes itself as the helper, as `corral` does).
 //!
-//! - `probe`: the helper's confinement, then attempts on host paths outside its target. A
-//!   positive control makes the same attempts unconfined and succeeds.
+//! - `probe`: the helper's confinement, then attempts on host paths outside its target, on a
+//!   directory held open read-only (as the capture helper holds the upper layer), mounts and
+//!   namespaces. A positive control makes the same attempts unconfined and succeeds.
 //! - `helper`: a real materialization through `Isolation::Helper`, also of a hostile tree.
 #![allow(
     clippy::unwrap_used,
@@ -49,22 +50,69 @@ fn attempts(host_file: &Path, host_dir: &Path, work: &Path) -> Vec<String> {
         "write work",
         std::fs::write(work.join("ok"), b"x").map(drop),
     );
+    let mnt = work.join("mnt");
+    let _ = std::fs::create_dir(&mnt);
+    let mounted = nix::mount::mount(
+        Some("tmpfs"),
+        &mnt,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        None::<&str>,
+    );
+    if mounted.is_ok() {
+        let _ = nix::mount::umount2(&mnt, nix::mount::MntFlags::MNT_DETACH);
+    }
+    note("mount", mounted.map_err(std::io::Error::from));
+    // Last: on success it leaves this process in a new (unmapped) user namespace.
+    note(
+        "new user namespace",
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).map_err(std::io::Error::from),
+    );
     out
 }
 
+/// Attempts through a directory held open (as the capture helper holds the upper layer).
+fn fd_attempts(dir: &std::os::fd::OwnedFd) -> Vec<String> {
+    use rustix::fs::{Mode, OFlags, openat};
+    let show =
+        |r: rustix::io::Result<std::os::fd::OwnedFd>| if r.is_ok() { "ok" } else { "denied" };
+    vec![
+        format!(
+            "read through fd: {}",
+            show(openat(dir, "inside", OFlags::RDONLY, Mode::empty()))
+        ),
+        format!(
+            "create through fd: {}",
+            show(openat(
+                dir,
+                "new",
+                OFlags::WRONLY | OFlags::CREATE,
+                Mode::from_raw_mode(0o644)
+            ))
+        ),
+    ]
+}
+
 fn probe(args: &[String]) {
-    let [host_file, host_dir, work, root, confined] = args else {
+    let [host_file, host_dir, work, root, fd_dir, confined] = args else {
         panic!("probe args");
     };
     let (host_file, host_dir, work) = (Path::new(host_file), Path::new(host_dir), Path::new(work));
+    let held = std::sync::Arc::new(std::os::fd::OwnedFd::from(
+        std::fs::File::open(fd_dir).unwrap(),
+    ));
     if confined == "1" {
         let c = confine(&Confinement {
             new_root: PathBuf::from(root),
             read_only: vec![],
             writable: work.to_path_buf(),
+            read_only_fds: vec![std::sync::Arc::clone(&held)],
         })
         .unwrap();
         println!("landlock: {}", c.landlock);
+    }
+    for line in fd_attempts(&held) {
+        println!("{line}");
     }
     for line in attempts(host_file, host_dir, work) {
         println!("{line}");
@@ -79,9 +127,12 @@ fn run_probe(confined: bool) -> String {
     let (work, root) = (scratch.path().join("work"), scratch.path().join("root"));
     std::fs::create_dir(&work).unwrap();
     std::fs::create_dir(&root).unwrap();
+    let fd_dir = scratch.path().join("held");
+    std::fs::create_dir(&fd_dir).unwrap();
+    std::fs::write(fd_dir.join("inside"), b"upper").unwrap();
     let out = Command::new(std::env::current_exe().unwrap())
         .arg(PROBE_ARG)
-        .args([&file, &host.path().to_path_buf(), &work, &root])
+        .args([&file, &host.path().to_path_buf(), &work, &root, &fd_dir])
         .arg(if confined { "1" } else { "0" })
         .output()
         .unwrap();
@@ -92,6 +143,10 @@ fn run_probe(confined: bool) -> String {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     if confined {
+        assert!(
+            !fd_dir.join("new").exists(),
+            "created through the read-only fd"
+        );
         assert_eq!(std::fs::read(&file).unwrap(), b"host", "host file written");
         assert!(!host.path().join("new").exists(), "host file created");
     } else {
@@ -110,6 +165,10 @@ fn confined_probe_sees_only_its_target() {
         "create in host dir: ok",
         "write /usr: ok",
         "write work: ok",
+        "mount: ok",
+        "new user namespace: ok",
+        "read through fd: ok",
+        "create through fd: ok",
     ] {
         assert!(
             control.contains(want),
@@ -124,6 +183,10 @@ fn confined_probe_sees_only_its_target() {
         "read /etc/shadow: denied",
         "write /usr: denied",
         "write work: ok",
+        "mount: denied",
+        "new user namespace: denied",
+        "read through fd: ok",
+        "create through fd: denied",
     ] {
         assert!(confined.contains(want), "{want} missing in\n{confined}");
     }

@@ -74,6 +74,12 @@ fn main() -> ExitCode {
         let code = corral_checkout::helper_main();
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    if std::env::args_os().nth(1).as_deref()
+        == Some(std::ffi::OsStr::new(corral_checkout::CAPTURE_HELPER_ARG))
+    {
+        let code = corral_checkout::capture_helper_main();
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {

@@ -285,6 +285,9 @@ pub struct BoundedCommand {
     pub max_output_bytes: u64,
     /// How long the readers wait for end of file after the process exits.
     pub drain_grace: Duration,
+    /// Descriptors the caller keeps open for the call that the child gets as fd 3, 4, ...
+    /// in this order (every other descriptor is close-on-exec).
+    pub inherit_fds: Vec<RawFd>,
 }
 
 impl BoundedCommand {
@@ -299,6 +302,7 @@ impl BoundedCommand {
             wall_timeout: Duration::from_secs(60),
             max_output_bytes: 1 << 20,
             drain_grace: Duration::from_millis(200),
+            inherit_fds: Vec::new(),
         }
     }
 }
@@ -360,18 +364,59 @@ pub fn run_bounded_process(cmd: &BoundedCommand) -> io::Result<BoundedOutcome> {
             Some((w, bytes.clone()))
         }
     };
-    // SAFETY: the closure only calls setsid(2), which is async-signal-safe, between fork and
-    // exec; it touches no locks or allocations.
+    // Inherited descriptors are first duplicated above every target number (close-on-exec),
+    // so moving them onto 3, 4, ... in the child never overwrites one not yet moved.
+    if cmd.inherit_fds.len() > 32 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "more than 32 inherited descriptors",
+        ));
+    }
+    let mut high = Vec::with_capacity(cmd.inherit_fds.len());
+    for &fd in &cmd.inherit_fds {
+        // SAFETY: fcntl(F_DUPFD_CLOEXEC) only duplicates `fd` (which the caller keeps open
+        // for the call, as documented on the field) or fails.
+        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 64) };
+        if dup < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: the kernel returned a new descriptor that nobody else owns.
+        high.push(unsafe { OwnedFd::from_raw_fd(dup) });
+    }
+    let moves: Vec<(RawFd, RawFd)> = high
+        .iter()
+        .zip(3..)
+        .map(|(fd, target)| (fd.as_raw_fd(), target))
+        .collect();
+    // SAFETY: the closure only calls setsid(2), dup2(2), close_range(2) and close(2), which
+    // are async-signal-safe, between fork and exec; it touches no locks or allocations
+    // (`moves` was built before).
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
+            }
+            for &(from, to) in &moves {
+                // dup2 leaves the new descriptor without close-on-exec.
+                if libc::dup2(from, to) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            // Whatever this process itself inherited without close-on-exec (a shell's or a
+            // build tool's descriptors) stops here: the child gets 0-2 and its list only.
+            let first = 3 + moves.len() as libc::c_uint;
+            if libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) < 0 {
+                // Linux before 5.9: close them one by one.
+                for fd in first..4096 {
+                    libc::close(fd as libc::c_int);
+                }
             }
             Ok(())
         });
     }
     let mut child = command.spawn()?;
     drop(command);
+    drop(high);
     let pid = libc::pid_t::try_from(child.id()).map_err(io::Error::other)?;
     let feeder = match stdin_pipe {
         Some((w, bytes)) => Some(StdinFeeder::spawn(w, bytes)?),
@@ -421,4 +466,38 @@ pub fn read_small(path: &std::path::Path) -> io::Result<String> {
     let mut s = String::new();
     std::fs::File::open(path)?.read_to_string(&mut s)?;
     Ok(s)
+}
+
+/// Takes ownership of descriptor `fd`, which this process inherited from its parent (see
+/// [`BoundedCommand::inherit_fds`]: the child gets them as 3, 4, ...), and marks it
+/// close-on-exec so nothing this process starts inherits it in turn. Fails when `fd` is not
+/// open, lies outside 3..35, or was taken before.
+pub fn take_inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static TAKEN: AtomicU64 = AtomicU64::new(0);
+    if !(3..35).contains(&fd) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {fd} is not an inherited one (3 to 34)"),
+        ));
+    }
+    let bit = 1u64 << fd;
+    if TAKEN.fetch_or(bit, Ordering::SeqCst) & bit != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("descriptor {fd} was already taken"),
+        ));
+    }
+    // SAFETY: F_GETFD only reads the descriptor's flags (fails with EBADF when it is not open).
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: F_SETFD only sets the descriptor's flags.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (checked above), was inherited for this process to own,
+    // and the TAKEN set guarantees no second OwnedFd is ever made for it here.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

@@ -116,3 +116,32 @@ fn it_is_not_a_sandbox() {
         "{out}"
     );
 }
+
+#[test]
+fn inherited_descriptors_arrive_as_3_and_4_and_nothing_else_does() {
+    use std::os::fd::AsRawFd as _;
+    let t = std::env::temp_dir().join(format!("corral-inherit-{}", std::process::id()));
+    std::fs::write(&t, b"three\n").unwrap();
+    let a = std::fs::File::open(&t).unwrap();
+    let b = std::fs::File::open("/dev/null").unwrap();
+    let mut c = sh("cat <&3; readlink /proc/self/fd/4; ls /proc/self/fd | sort -n | tr '\\n' ' '");
+    // Listed in the order the child numbers them (b's number may be below a's).
+    c.inherit_fds = vec![a.as_raw_fd(), b.as_raw_fd()];
+    let o = run_bounded_process(&c).unwrap();
+    std::fs::remove_file(&t).unwrap();
+    assert_eq!(o.exit, ProcessExit::Exited(0), "{:?}", o.stderr);
+    let out = String::from_utf8(o.stdout.bytes).unwrap();
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("three"));
+    assert_eq!(lines.next(), Some("/dev/null"));
+    // ls's own directory fd is the one extra entry.
+    let fds: Vec<u32> = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    // Under `cargo test` this process holds cargo's jobserver pipe without close-on-exec:
+    // before close_range in the child it arrived there too (seen as fd 251).
+    assert_eq!(fds, [0, 1, 2, 3, 4, 5], "inherited: {fds:?}");
+}

@@ -312,7 +312,8 @@ fn finish(
                 run.policy().forbidden_paths(),
                 run.limits().max_patch_bytes.get(),
             );
-            match corral_capture::capture(&req) {
+            // The upper layer is hostile data: it is parsed in the confined capture helper.
+            match corral_checkout::capture_isolated(inputs.checkout, &req) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     extra.push(Rejection::new(
