@@ -176,6 +176,9 @@ pub(super) struct Seen {
     pub states: BTreeSet<char>,
     /// The `/proc/<pid>/cgroup` lines seen (deduplicated).
     pub cgroups: BTreeSet<String>,
+    /// A release handshake happened (see [`Watcher::start_with_release`]): a cgroup reading
+    /// was taken after the process signalled it had made every attempt, then it was released.
+    pub released: bool,
 }
 
 #[derive(Debug, Default)]
@@ -214,10 +217,38 @@ pub(super) struct Watcher {
     handle: Option<JoinHandle<WatchLog>>,
 }
 
+/// `SIGUSR2`'s bit in `/proc/<pid>/status` `SigIgn`.
+const SIGUSR2_BIT: u64 = 1 << (12 - 1);
+
+/// Does the process ignore `SIGUSR2` now (the release handshake's "done, waiting" mark)?
+/// Not `SigBlk` of `SIGUSR1`: while a task waits in `sigtimedwait` the kernel takes the
+/// awaited signals out of its blocked set, so the mark would vanish exactly while it waits.
+fn marked_done(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigIgn:"))
+                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        })
+        .is_some_and(|m| m & SIGUSR2_BIT != 0)
+}
+
 impl Watcher {
     pub fn start(pat: &str, cgroups: bool) -> Self {
+        Self::start_with_release(pat, cgroups, None)
+    }
+
+    /// Like [`Watcher::start`]; in addition, a tracked process whose command line contains
+    /// `release` and that ignores `SIGUSR2` (its "done" mark) gets one more cgroup reading and
+    /// then `SIGUSR1`. A script that blocks `SIGUSR1`, sets the mark after its last attempt
+    /// and waits for `SIGUSR1` (`sigtimedwait`) is so observed after its attempts, however
+    /// short it is: a poll alone can miss a process that lives a few tens of milliseconds
+    /// (PROC-06, ADR-0060).
+    pub fn start_with_release(pat: &str, cgroups: bool, release: Option<&str>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let (s, pat) = (stop.clone(), pat.to_owned());
+        let release = release.map(str::to_owned);
         let handle = std::thread::spawn(move || {
             let mut log = WatchLog::default();
             let mut tracked: BTreeSet<u32> = BTreeSet::new();
@@ -250,6 +281,23 @@ impl Watcher {
                         // An exiting task is moved to the root cgroup (cgroup v1's
                         // cgroup_exit): only a reading taken while it still ran counts.
                         e.cgroups.insert(c.trim().replace('\n', " "));
+                    }
+                    if let Some(r) = &release
+                        && !e.released
+                        && p.state != 'Z'
+                        && p.cmd.contains(r.as_str())
+                        && marked_done(p.pid)
+                    {
+                        // The mark is set after the last attempt, so this reading is too.
+                        if let Ok(c) = std::fs::read_to_string(format!("/proc/{}/cgroup", p.pid))
+                            && still_running(p.pid)
+                        {
+                            e.cgroups.insert(c.trim().replace('\n', " "));
+                            let _ = Command::new("kill")
+                                .args(["-USR1", &p.pid.to_string()])
+                                .status();
+                            e.released = true;
+                        }
                     }
                 }
                 if last {
@@ -290,7 +338,18 @@ pub(super) fn watched_run(
     v: &BTreeMap<String, String>,
     cgroups: bool,
 ) -> Result<(RunObs, WatchLog)> {
-    let w = Watcher::start(&ctx.n, cgroups);
+    watched_run_releasing(ctx, spec, v, cgroups, None)
+}
+
+/// [`watched_run`] with [`Watcher::start_with_release`].
+pub(super) fn watched_run_releasing(
+    ctx: &mut Ctx,
+    spec: &RunSpec,
+    v: &BTreeMap<String, String>,
+    cgroups: bool,
+    release: Option<&str>,
+) -> Result<(RunObs, WatchLog)> {
+    let w = Watcher::start_with_release(&ctx.n, cgroups, release);
     let run = ctx.run(spec, v);
     let log = w.finish();
     Ok((run?, log))
@@ -841,9 +900,14 @@ for d in v2dirs:
     else:
         say(f"clone3 into {d}: {ename(ctypes.get_errno())}")
     os.close(fd)
-# A fresh cgroupfs of our own.
+# A fresh cgroupfs of our own, on a mount point in the workspace or (when its root is
+# read-only, as in the sandbox) in the temp folder.
 mnt = os.path.join(WS, ".cgm")
-os.makedirs(mnt, exist_ok=True)
+try:
+    os.makedirs(mnt, exist_ok=True)
+except OSError:
+    import tempfile
+    mnt = tempfile.mkdtemp(prefix=".cgm-")
 for fs, opts in ((b"cgroup2", None), (b"cgroup", b"pids")):
     r = _libc.mount(b"none", mnt.encode(), fs, 0, opts)
     if r == 0:
@@ -852,17 +916,30 @@ for fs, opts in ((b"cgroup2", None), (b"cgroup", b"pids")):
     else:
         say(f"mount {fs.decode()}: {ename(ctypes.get_errno())}")
 os.rmdir(mnt)
+# Handshake (sandboxed run only): every attempt is made; mark that (SIGUSR2 ignored) and wait
+# for the host watcher, which takes its cgroup reading of this process when it sees the mark
+# and then sends SIGUSR1. Blocked first, so the signal is never lost and never kills.
+if len(ARGS) > 1 and ARGS[1] == "release":
+    import signal
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    got = signal.sigtimedwait([signal.SIGUSR1], 20)
+    say("released by the host watcher" if got else "no release from the host watcher in 20 s")
 "#;
 
 fn proc_06(ctx: &mut Ctx) -> Result<Verdict> {
     reap_on_cleanup(ctx);
     let n = ctx.n.clone();
-    let spec = RunSpec::new("PROC-06.py").args(["{ROOTS}"]);
-    let (run, log) = watched_run(
+    let spec = RunSpec::new("PROC-06.py").args(["{ROOTS}", "{RELEASE}"]);
+    let (run, log) = watched_run_releasing(
         ctx,
         &spec,
-        &vars([("ROOTS", "/sys/fs/cgroup".to_owned())]),
+        &vars([
+            ("ROOTS", "/sys/fs/cgroup".to_owned()),
+            ("RELEASE", "release".to_owned()),
+        ]),
         true,
+        Some("PROC-06.py"),
     )?;
     let mut j = Judge::new();
     j.require(
@@ -875,8 +952,10 @@ fn proc_06(ctx: &mut Ctx) -> Result<Verdict> {
     // Seen from the host, every sandbox process stays in corral's run group.
     let workers = log.with("PROC-06.py");
     j.control(
-        !workers.is_empty(),
-        "the host saw the sandboxed worker and its cgroup during the run",
+        workers
+            .iter()
+            .any(|(_, s)| s.released && !s.cgroups.is_empty()),
+        "the host read the sandboxed worker's cgroup after its last attempt (release handshake)",
     );
     for (k, s) in &workers {
         for c in &s.cgroups {
@@ -917,7 +996,7 @@ fn proc_06(ctx: &mut Ctx) -> Result<Verdict> {
     let roots: Vec<String> = made.iter().map(|d| d.display().to_string()).collect();
     let ctl = ctx.control(
         &spec,
-        &vars([("ROOTS", roots.join(","))]),
+        &vars([("ROOTS", roots.join(",")), ("RELEASE", "-".to_owned())]),
         &Control {
             as_root: true,
             own_pidns: true,
