@@ -111,6 +111,13 @@ fn main() {
         let _ = std::fs::remove_dir_all(&cache_dir);
         let _ = std::fs::remove_dir_all(&clone);
     }
+    let ms = |v: &[Duration]| {
+        v.iter()
+            .map(|d| format!("{:.0}", d.as_secs_f64() * 1000.0))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!("samples (ms): corral {} | git {}", ms(&ours), ms(&peer));
     let (o, p) = (median(ours), median(peer));
     println!(
         "cold base checkout, {files} files on {base}: corral {:.3} s, git clone --shared + checkout {:.3} s, ratio {:.2} (median of {runs})",
