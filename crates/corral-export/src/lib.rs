@@ -144,7 +144,8 @@ pub fn to_json_pretty<T: Serialize>(value: &T, what: &'static str) -> Result<Str
     };
     // serde_json's Map is a BTreeMap (no preserve_order), so this sorts every object.
     let v = serde_json::to_value(value).map_err(err)?;
-    let mut s = serde_json::to_string_pretty(&v).map_err(err)?;
+    // Bidi, C1 and invisible code points as \uXXXX, as every JSON corral prints (ADR-0004).
+    let mut s = corral_contract::canonical::pretty_json(&v).map_err(err)?;
     s.push('\n');
     Ok(s)
 }

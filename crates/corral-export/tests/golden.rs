@@ -89,3 +89,26 @@ fn allowlist_oci_config() {
     let spec = config(&common::allowlist(), &OciOptions::default()).unwrap();
     check("oci-allowlist.json", &to_json_pretty(&spec, "oci").unwrap());
 }
+
+#[test]
+fn exported_json_escapes_bidi_and_invisible_code_points() {
+    // A WorkUnit objective can carry a right-to-left override; the exported ConfigMap and
+    // Job must not hand it raw to a terminal or an editor (ADR-0004).
+    let v = serde_json::json!({"objective": "fix\u{202e}txt.exe\u{200b}\u{85}"});
+    let s = corral_export::to_json_pretty(&v, "test").unwrap();
+    for raw in ['\u{202e}', '\u{200b}', '\u{85}'] {
+        assert!(!s.contains(raw), "{raw:?} written raw: {s}");
+    }
+    assert!(
+        s.contains("\\u202e") && s.contains("\\u200b") && s.contains("\\u0085"),
+        "{s}"
+    );
+    // Same value back.
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&s).unwrap(), v);
+    // Control: serde_json's own pretty printer writes them raw.
+    assert!(
+        serde_json::to_string_pretty(&v)
+            .unwrap()
+            .contains('\u{202e}')
+    );
+}
