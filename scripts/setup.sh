@@ -38,6 +38,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
+# `cargo xtask vm` (QEMU guests with Debian's kernels; the kernels themselves are fetched by
+# it with `apt-get download`, into target/vm/).
+if ! command -v qemu-system-x86_64 >/dev/null; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null \
+    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null; }
+fi
 
 # Independent JSON Schema validator (python-jsonschema).
 if ! python3 -c 'import jsonschema' 2>/dev/null; then

@@ -60,6 +60,23 @@ pub fn run(root: &Path) -> Result<()> {
     // can land that reopens an escape.
     println!("==> host qualification suite: cargo xtask adversarial");
     crate::adversarial::run(root, &[])?;
+    // Hosts users have: Debian 12's 6.12 kernel in QEMU guests, pure cgroup v2, corral in the
+    // root cgroup and in a `Delegate=yes` service layout: all nine capabilities or CI fails.
+    println!(
+        "==> Debian 12 kernel 6.12 guests: cargo xtask vm --kernel 6.12 --layout root,service"
+    );
+    let corral = root.join("target/debug/corral");
+    crate::vm::run(
+        root,
+        &[
+            "--kernel".into(),
+            "6.12".into(),
+            "--layout".into(),
+            "root,service".into(),
+            "--corral".into(),
+            corral.to_string_lossy().into_owned(),
+        ],
+    )?;
     println!("ci: all steps passed");
     Ok(())
 }

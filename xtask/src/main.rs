@@ -5,6 +5,7 @@
 //! - `fixtures [--check]`: regenerates the fnmatch corpus from python3's `fnmatchcase`.
 //! - `ci`: the whole test sequence README.md names.
 //! - `adversarial`: the host qualification suite (every corpus case through `corral run`).
+//! - `vm`: QEMU guests with Debian's kernels in systemd's cgroup v2 layouts, one command each.
 #![forbid(unsafe_code)]
 
 mod adversarial;
@@ -12,6 +13,7 @@ mod ci;
 mod fixtures;
 mod layers;
 mod schemas;
+mod vm;
 
 use std::path::PathBuf;
 
@@ -27,9 +29,11 @@ fn main() -> Result<()> {
         Some("fixtures") => fixtures::run(&root, check),
         Some("ci") => ci::run(&root),
         Some("adversarial") => adversarial::run(&root, &args[1..]),
+        Some("vm") => vm::run(&root, &args[1..]),
         _ => bail!(
             "usage: cargo xtask <layers | schemas [--check] | fixtures [--check] | ci | \
-             adversarial [--list] [--filter IDS] [--json F] [--sarif F] [--corral BIN] [--repeat N] [--cpu-hog] [--verbose]>"
+             adversarial [--list] [--filter IDS] [--json F] [--sarif F] [--corral BIN] [--repeat N] [--cpu-hog] [--verbose] | \
+             vm [--kernel K] [--layout L] [--tmp T] [-- COMMAND]>"
         ),
     }
 }

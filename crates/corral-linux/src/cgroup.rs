@@ -271,23 +271,101 @@ pub fn stale_owner(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
+/// A failed write to a cgroup file: the message names the file and value, and the errno
+/// stays readable through [`os_error`] (an `io::Error::new` wrapper alone loses it, which made
+/// the EBUSY branch below dead code).
+#[derive(Debug)]
+struct WriteFailed {
+    message: String,
+    errno: Option<i32>,
+}
+
+impl std::fmt::Display for WriteFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for WriteFailed {}
+
+/// The errno of `e`, also through a [`WriteFailed`] wrapper.
+fn os_error(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<WriteFailed>())
+            .and_then(|w| w.errno)
+    })
+}
+
 /// Enables the controllers corral needs in `parent`'s `cgroup.subtree_control`. On cgroup v2 a
 /// group with processes of its own cannot delegate controllers ("no internal processes"), which
-/// is the usual case for a CLI in a login session's scope: then corral first moves itself into a
-/// leaf `corral-supervisor-<pid>` beneath its own cgroup (the systemd delegation pattern) and
-/// tries again. The leaf is removed by [`Hierarchy::collect_stale`] once corral has exited.
+/// is the usual case for a CLI in a `Delegate=yes` service or a login session's scope: then
+/// corral first moves itself into a leaf `corral-supervisor-<pid>` beneath its own cgroup (the
+/// systemd delegation pattern) and tries again. The leaf is removed by
+/// [`Hierarchy::collect_stale`] once corral has exited. What cannot work is refused in one
+/// line that says what is missing where, and how to fix it.
 fn enable_controllers(parent: &Path) -> io::Result<()> {
+    let available = fs::read_to_string(parent.join("cgroup.controllers")).unwrap_or_default();
+    let have: Vec<&str> = available.split_whitespace().collect();
+    let missing: Vec<&str> = V2_CONTROLLERS
+        .iter()
+        .copied()
+        .filter(|c| !have.contains(c))
+        .collect();
+    if !missing.is_empty() {
+        return Err(io::Error::other(format!(
+            "cgroup v2: controller(s) {} not delegated to corral's cgroup {} (its \
+             cgroup.controllers: {:?}); run corral in a unit that delegates them, for example \
+             `systemd-run --scope -p Delegate=yes corral ...`, or enable them in the parent's \
+             cgroup.subtree_control",
+            missing.join(", "),
+            parent.display(),
+            available.trim()
+        )));
+    }
     match ensure_subtree_control(parent) {
-        Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+        Err(e) if os_error(&e) == Some(libc::EBUSY) => {
             let leaf = parent.join(format!("corral-supervisor-{}", std::process::id()));
             match fs::create_dir(&leaf) {
                 Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
                 _ => {}
             }
+            // Every thread of corral (cgroup.procs moves the whole process).
             write_file(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
-            ensure_subtree_control(parent)
+            match ensure_subtree_control(parent) {
+                Err(e) if os_error(&e) == Some(libc::EBUSY) => {
+                    let others = other_members(parent);
+                    Err(io::Error::other(format!(
+                        "cgroup v2: corral's cgroup {} also holds processes that are not \
+                         corral's ({}), so it cannot delegate controllers to corral's groups; \
+                         run corral in a cgroup of its own, for example `systemd-run --scope \
+                         -p Delegate=yes corral ...`",
+                        parent.display(),
+                        others
+                    )))
+                }
+                other => other,
+            }
         }
         other => other,
+    }
+}
+
+/// Up to five `pid (comm)` of the processes directly in `group`, for a refusal.
+fn other_members(group: &Path) -> String {
+    let procs = fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
+    let list: Vec<String> = procs
+        .split_whitespace()
+        .take(5)
+        .map(|pid| {
+            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            format!("pid {pid} {}", comm.trim())
+        })
+        .collect();
+    if list.is_empty() {
+        "none listed".into()
+    } else {
+        list.join(", ")
     }
 }
 
@@ -310,7 +388,10 @@ fn write_file(path: &Path, value: &str) -> io::Result<()> {
     f.write_all(value.as_bytes()).map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("write {value:?} to {}: {e}", path.display()),
+            WriteFailed {
+                message: format!("write {value:?} to {}: {e}", path.display()),
+                errno: e.raw_os_error(),
+            },
         )
     })
 }
@@ -347,7 +428,7 @@ fn rmdir_retry(dir: &Path) -> io::Result<()> {
         match fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if Instant::now() < deadline && e.raw_os_error() == Some(libc::EBUSY) => {
+            Err(e) if Instant::now() < deadline && os_error(&e) == Some(libc::EBUSY) => {
                 std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) => {
@@ -662,6 +743,18 @@ impl CgroupOps for V1Group {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_write_error_keeps_its_errno_through_the_message() {
+        // /dev/full answers every write with ENOSPC: the wrapped error must still say so,
+        // or a branch on the errno (EBUSY: move into a leaf) can never be taken.
+        let e = super::write_file(std::path::Path::new("/dev/full"), "+cpu").unwrap_err();
+        assert_eq!(super::os_error(&e), Some(libc::ENOSPC));
+        assert!(e.to_string().contains("/dev/full"), "{e}");
+        // Control: a plain io::Error::new wrapper loses it.
+        let plain = std::io::Error::new(e.kind(), e.to_string());
+        assert_eq!(super::os_error(&plain), None);
+    }
+
+    #[test]
     fn stale_owner_only_for_corral_names() {
         use super::stale_owner;
         assert_eq!(stale_owner("corral-123-4"), Some(123));
@@ -702,6 +795,7 @@ mod tests {
         )
         .unwrap();
         fs::write(own.join("cgroup.subtree_control"), "").unwrap();
+        fs::write(own.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
         let h = Hierarchy::detect(&root, "0::/user.slice/me\n", V2_MOUNTINFO).unwrap();
         assert_eq!(
             h,
@@ -786,6 +880,27 @@ mod tests {
         // so applying limits fails; the guard must still remove the directory.
         let err = h.create("t2", &limits).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn controllers_not_delegated_to_corrals_group_are_named_with_the_fix() {
+        let root = tmpdir("v2undeleg");
+        let own = root.join("system.slice/corral.service");
+        fs::create_dir_all(&own).unwrap();
+        fs::write(own.join("cgroup.controllers"), "pids\n").unwrap();
+        fs::write(own.join("cgroup.subtree_control"), "").unwrap();
+        let err = super::enable_controllers(&own).unwrap_err().to_string();
+        assert!(err.contains("cpu, memory not delegated"), "{err}");
+        assert!(err.contains("corral.service"), "{err}");
+        assert!(err.contains("Delegate=yes"), "{err}");
+        // Control: with them delegated the write goes through.
+        fs::write(own.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+        super::enable_controllers(&own).unwrap();
+        assert_eq!(
+            fs::read_to_string(own.join("cgroup.subtree_control")).unwrap(),
+            "+cpu +memory +pids"
+        );
         fs::remove_dir_all(&root).unwrap();
     }
 

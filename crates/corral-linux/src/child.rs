@@ -52,10 +52,12 @@ pub enum Stage {
     CloseFds,
     Seccomp,
     Exec,
+    /// Appended (stage numbers travel over the error pipe; the order above is kept).
+    MountOverlay,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 36] = [
+    pub const ALL: [Stage; 37] = [
         Stage::Sync,
         Stage::CgroupNs,
         Stage::Hostname,
@@ -92,12 +94,25 @@ impl Stage {
         Stage::CloseFds,
         Stage::Seccomp,
         Stage::Exec,
+        Stage::MountOverlay,
     ];
 
     #[must_use]
     pub fn from_u32(v: u32) -> Option<Stage> {
         Stage::ALL.into_iter().find(|s| *s as u32 == v)
     }
+}
+
+/// A path-based workspace overlay (kernels before 6.13): `lower_fd` (the detached, idmapped,
+/// read-only lower) is attached at `lower_point` (on the attached disk), overlay is mounted on
+/// `target` with `data` (upper and work are directories of the attached disk), then the lower
+/// point is detached again (overlay keeps a private clone of each layer).
+#[derive(Debug)]
+pub struct OverlayByPath {
+    pub lower_fd: RawFd,
+    pub lower_point: CString,
+    pub target: CString,
+    pub data: CString,
 }
 
 /// One detached mount (a descriptor from `open_tree`/`fsmount`) and where init attaches it.
@@ -157,6 +172,9 @@ pub struct Plan {
     pub disk_attach: CString,
     pub new_root: CString,
     pub trees: Vec<TreeMount>,
+    /// The workspace overlay, when the kernel cannot take its layers by fd: mounted here, by
+    /// path, right after the root bind (before every tree and bind below the workspace).
+    pub overlay_by_path: Option<OverlayByPath>,
     /// Trees mounted after `binds` (an executable inside the private /tmp or HOME).
     pub late_trees: Vec<TreeMount>,
     /// Classic bind mounts `(source, target)` of the disk's subdirectories.
@@ -425,6 +443,30 @@ pub unsafe fn init_main(p: &Plan) -> ! {
             move_mount_to(p.disk_fd, &p.disk_attach)
         );
         check!(p, Stage::BindRoot, bind(&p.new_root, &p.new_root, 0));
+        if let Some(o) = &p.overlay_by_path {
+            check!(
+                p,
+                Stage::MountOverlay,
+                move_mount_to(o.lower_fd, &o.lower_point)
+            );
+            libc::close(o.lower_fd);
+            check!(
+                p,
+                Stage::MountOverlay,
+                libc::c_long::from(libc::mount(
+                    c"overlay".as_ptr(),
+                    o.target.as_ptr(),
+                    c"overlay".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    o.data.as_ptr().cast()
+                ))
+            );
+            check!(
+                p,
+                Stage::MountOverlay,
+                libc::c_long::from(libc::umount2(o.lower_point.as_ptr(), libc::MNT_DETACH))
+            );
+        }
         for t in &p.trees {
             check!(p, Stage::MoveTree, move_mount_to(t.fd, &t.target));
             libc::close(t.fd);

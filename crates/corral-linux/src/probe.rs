@@ -418,25 +418,42 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
         fs::create_dir(base.join("w"))?;
         let u = std::os::fd::OwnedFd::from(fs::File::open(base.join("u"))?);
         let w = std::os::fd::OwnedFd::from(fs::File::open(base.join("w"))?);
-        let ovl = sys::fsopen("overlay")?;
-        for (k, v) in [
-            ("metacopy", "off"),
-            ("redirect_dir", "off"),
-            ("index", "off"),
-        ] {
-            sys::fsconfig_string(ovl.as_fd(), k, v)?;
-        }
-        sys::fsconfig_fd(ovl.as_fd(), "lowerdir+", lower.as_fd())?;
-        sys::fsconfig_fd(ovl.as_fd(), "upperdir", u.as_fd())?;
-        sys::fsconfig_fd(ovl.as_fd(), "workdir", w.as_fd())?;
-        sys::fsconfig_create(ovl.as_fd())?;
-        let m = sys::fsmount(ovl.as_fd(), 0)?;
-        fs::write(supervise::fd_path(&m).join("new"), b"y")?;
+        let how = match supervise::mount_overlay_by_fd(&lower, &u, &w)? {
+            Some(m) => {
+                fs::write(supervise::fd_path(&m).join("new"), b"y")?;
+                supervise::OVERLAY_BY_FD
+            }
+            None => {
+                // What init does on such a kernel, in a thread's own mount namespace: the
+                // disk and the lower attached there, overlay mounted by path.
+                fs::create_dir(base.join(".lower"))?;
+                fs::create_dir(base.join("m"))?;
+                std::thread::scope(|s| {
+                    s.spawn(|| -> io::Result<()> {
+                        sys::unshare(libc::CLONE_NEWNS)?;
+                        sys::make_mounts_private()?;
+                        sys::move_mount_to(disk.as_fd(), "/tmp")?;
+                        sys::move_mount_to(lower.as_fd(), "/tmp/.lower")?;
+                        sys::mount_fs(
+                            "overlay",
+                            "/tmp/m",
+                            "overlay",
+                            libc::MS_NOSUID | libc::MS_NODEV,
+                            &supervise::overlay_data("/tmp/.lower", "/tmp/u", "/tmp/w"),
+                        )?;
+                        fs::write("/tmp/m/new", b"y")
+                    })
+                    .join()
+                    .map_err(|_| io::Error::other("the overlay probe thread panicked"))?
+                })?;
+                supervise::OVERLAY_BY_PATH
+            }
+        };
         if !base.join("u/new").exists() {
             return Err(io::Error::other("write did not land in the upper layer"));
         }
         Ok(format!(
-            "overlay (lowerdir+/upperdir/workdir by fd, metacopy=off, redirect_dir=off) over an idmapped read-only lower (uid 0 -> {}) on detached tmpfs: write landed in the upper layer",
+            "overlay ({how}, metacopy=off, redirect_dir=off) over an idmapped read-only lower (uid 0 -> {}) on detached tmpfs: write landed in the upper layer",
             config.worker_uid
         ))
     })();

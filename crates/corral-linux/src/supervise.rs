@@ -22,7 +22,7 @@ use corral_sandbox::{
 };
 
 use crate::cgroup::{CgroupLimits, CgroupOps as _};
-use crate::child::{LandlockPlan, LandlockRule, Plan, Stage, TreeMount, WorkerPlan};
+use crate::child::{LandlockPlan, LandlockRule, OverlayByPath, Plan, Stage, TreeMount, WorkerPlan};
 use crate::egress::{self, SessionGuard};
 use crate::landlock;
 use crate::sys::{self, MountAttr};
@@ -248,6 +248,65 @@ pub(crate) fn create_disk(disk_bytes: u64) -> Result<OwnedFd, SandboxError> {
 
 pub(crate) fn fd_path(fd: &OwnedFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// How the overlay's layers reached the kernel (the probe's evidence names it).
+pub(crate) const OVERLAY_BY_FD: &str = "layers by fd (lowerdir+/upperdir/workdir)";
+pub(crate) const OVERLAY_BY_PATH: &str = "layers attached in the sandbox's own mount \
+     namespace and mounted by path (kernel before 6.13: no lowerdir+ by fd, no detached layers)";
+
+/// The overlay options corral always sets.
+pub(crate) const OVERLAY_OPTIONS: &str = "metacopy=off,redirect_dir=off,index=off";
+
+/// Mounts overlayfs (metacopy, redirect_dir and index off) with `lower` read-only below
+/// `upper` and `work`, as a detached mount, with the layers by fd (`FSCONFIG_SET_FD` on
+/// `lowerdir+`, Linux 6.13 and later). `Ok(None)` when the kernel cannot take layers that
+/// way: Linux 6.1 does not know `lowerdir+` (EINVAL/EOPNOTSUPP), 6.12 takes it only as a
+/// string (EBADF), and both refuse layers on a detached mount ("failed to clone upperpath":
+/// a layer's mount must be in the caller's namespace). Then the caller mounts overlay by path
+/// inside a mount namespace of its own where the layers are attached (the sandbox's init does
+/// it before `pivot_root`; see [`OverlayByPath`]): nothing is ever mounted where the host
+/// sees it, and every path is one of corral's own mount points in that namespace.
+pub(crate) fn mount_overlay_by_fd(
+    lower: &OwnedFd,
+    upper: &OwnedFd,
+    work: &OwnedFd,
+) -> io::Result<Option<OwnedFd>> {
+    let by_fd = (|| {
+        let ovl = sys::fsopen("overlay")?;
+        for (k, v) in [
+            ("metacopy", "off"),
+            ("redirect_dir", "off"),
+            ("index", "off"),
+        ] {
+            sys::fsconfig_string(ovl.as_fd(), k, v)?;
+        }
+        sys::fsconfig_fd(ovl.as_fd(), "lowerdir+", lower.as_fd())?;
+        sys::fsconfig_fd(ovl.as_fd(), "upperdir", upper.as_fd())?;
+        sys::fsconfig_fd(ovl.as_fd(), "workdir", work.as_fd())?;
+        sys::fsconfig_create(ovl.as_fd())?;
+        Ok::<_, io::Error>(ovl)
+    })();
+    match by_fd {
+        Ok(ovl) => Ok(Some(sys::fsmount(
+            ovl.as_fd(),
+            sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        )?)),
+        Err(e)
+            if matches!(
+                sys::errno(&e),
+                Some(libc::EINVAL | libc::EOPNOTSUPP | libc::EBADF)
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The `mount(2)` data of a path-based overlay.
+pub(crate) fn overlay_data(lower: &str, upper: &str, work: &str) -> String {
+    format!("lowerdir={lower},upperdir={upper},workdir={work},{OVERLAY_OPTIONS}")
 }
 
 struct Skeleton {
@@ -711,28 +770,33 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
     let upper_fd = OwnedFd::from(fs::File::open(&upper).map_err(|e| setup_err("upper", e))?);
     let work_fd =
         OwnedFd::from(fs::File::open(base.join("work")).map_err(|e| setup_err("work", e))?);
-    let ovl = sys::fsopen("overlay").map_err(|e| setup_err("overlay", e))?;
-    for (k, v) in [
-        ("metacopy", "off"),
-        ("redirect_dir", "off"),
-        ("index", "off"),
-    ] {
-        sys::fsconfig_string(ovl.as_fd(), k, v).map_err(|e| setup_err("overlay", e))?;
+    let mut overlay_by_path = None;
+    match mount_overlay_by_fd(&lower, &upper_fd, &work_fd).map_err(|e| setup_err("overlay", e))? {
+        Some(ovl_mnt) => {
+            trees.push(TreeMount {
+                fd: ovl_mnt.as_raw_fd(),
+                target: cstring(&format!("{NEW_ROOT}/workspace"))?,
+            });
+            keep.push(ovl_mnt);
+        }
+        None => {
+            // Init attaches the lower here (on the disk, outside every bind the worker sees),
+            // mounts overlay by path, and detaches it again.
+            mk(fs::create_dir(base.join(".lower")), "overlay lower point")?;
+            overlay_by_path = Some(OverlayByPath {
+                lower_fd: lower.as_raw_fd(),
+                lower_point: cstring(&format!("{ATTACH}/.lower"))?,
+                target: cstring(&format!("{NEW_ROOT}/workspace"))?,
+                data: cstring(&overlay_data(
+                    &format!("{ATTACH}/.lower"),
+                    &format!("{ATTACH}/upper"),
+                    &format!("{ATTACH}/work"),
+                ))?,
+            });
+            // Open until init has attached it.
+            keep.push(lower);
+        }
     }
-    sys::fsconfig_fd(ovl.as_fd(), "lowerdir+", lower.as_fd())
-        .map_err(|e| setup_err("overlay", e))?;
-    sys::fsconfig_fd(ovl.as_fd(), "upperdir", upper_fd.as_fd())
-        .map_err(|e| setup_err("overlay", e))?;
-    sys::fsconfig_fd(ovl.as_fd(), "workdir", work_fd.as_fd())
-        .map_err(|e| setup_err("overlay", e))?;
-    sys::fsconfig_create(ovl.as_fd()).map_err(|e| setup_err("overlay", e))?;
-    let ovl_mnt = sys::fsmount(ovl.as_fd(), sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV)
-        .map_err(|e| setup_err("overlay", e))?;
-    trees.push(TreeMount {
-        fd: ovl_mnt.as_raw_fd(),
-        target: cstring(&format!("{NEW_ROOT}/workspace"))?,
-    });
-    keep.push(ovl_mnt);
 
     // Pipes: sync (supervisor -> init), error and status (init/worker -> supervisor), stdio.
     let (sync_rx, sync_tx) = cloexec_pipe()?;
@@ -855,6 +919,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         disk.as_raw_fd(),
     ];
     keep_fds.extend(trees.iter().chain(&late_trees).map(|t| t.fd));
+    keep_fds.extend(overlay_by_path.as_ref().map(|o| o.lower_fd));
     keep_fds.sort_unstable();
     keep_fds.dedup();
     let plan = Plan {
@@ -871,6 +936,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         disk_attach: cstring(ATTACH)?,
         new_root: cstring(NEW_ROOT)?,
         trees,
+        overlay_by_path,
         late_trees,
         binds: vec![
             (

@@ -47,10 +47,47 @@ fn cstr(s: &str) -> io::Result<CString> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("NUL in {s:?}")))
 }
 
+/// A failed call: the message names the call, and the errno stays readable through
+/// [`errno`] (a plain `io::Error::new` wrapper would lose it, and with it every fallback that
+/// branches on it).
+#[derive(Debug)]
+pub struct SysError {
+    message: String,
+    errno: i32,
+}
+
+impl std::fmt::Display for SysError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for SysError {}
+
+/// The errno of `e`, also through a [`SysError`].
+#[must_use]
+pub fn errno(e: &io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<SysError>())
+            .map(|s| s.errno)
+    })
+}
+
+fn last_error(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(
+        e.kind(),
+        SysError {
+            message: format!("{what}: {e}"),
+            errno: e.raw_os_error().unwrap_or(0),
+        },
+    )
+}
+
 fn fd_result(rc: libc::c_long, what: &str) -> io::Result<OwnedFd> {
     if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+        return Err(last_error(what));
     }
     let fd = RawFd::try_from(rc).map_err(io::Error::other)?;
     // SAFETY: the kernel returned a new descriptor owned by nobody else.
@@ -59,8 +96,7 @@ fn fd_result(rc: libc::c_long, what: &str) -> io::Result<OwnedFd> {
 
 fn unit_result(rc: libc::c_long, what: &str) -> io::Result<()> {
     if rc < 0 {
-        let e = io::Error::last_os_error();
-        return Err(io::Error::new(e.kind(), format!("{what}: {e}")));
+        return Err(last_error(what));
     }
     Ok(())
 }
@@ -136,6 +172,63 @@ pub fn open_tree_clone(path: &str, recursive: bool) -> io::Result<OwnedFd> {
     // SAFETY: `p` is a valid C string for the call.
     let rc = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), flags) };
     fd_result(rc, &format!("open_tree({path})"))
+}
+
+/// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attaches the detached
+/// mount `fd` at `target` in the caller's mount namespace.
+pub fn move_mount_to(fd: BorrowedFd<'_>, target: &str) -> io::Result<()> {
+    let t = cstr(target)?;
+    // SAFETY: both paths are valid C strings for the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            0x0000_0004u32, // MOVE_MOUNT_F_EMPTY_PATH
+        )
+    };
+    unit_result(rc, &format!("move_mount(-> {target})"))
+}
+
+/// `mount(2)` with a file system type and a data string (`source` is a name only).
+pub fn mount_fs(
+    source: &str,
+    target: &str,
+    fstype: &str,
+    flags: u64,
+    data: &str,
+) -> io::Result<()> {
+    let (s, t, f, d) = (cstr(source)?, cstr(target)?, cstr(fstype)?, cstr(data)?);
+    // SAFETY: all four are valid C strings for the call.
+    let rc = unsafe { libc::mount(s.as_ptr(), t.as_ptr(), f.as_ptr(), flags, d.as_ptr().cast()) };
+    unit_result(
+        libc::c_long::from(rc),
+        &format!("mount {fstype} on {target}"),
+    )
+}
+
+/// Makes every mount of the caller's namespace private (`MS_REC | MS_PRIVATE` on `/`).
+pub fn make_mounts_private() -> io::Result<()> {
+    // SAFETY: NULL source, type and data are allowed for a propagation change.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    unit_result(libc::c_long::from(rc), "making / private")
+}
+
+/// `unshare(flags)` for the calling thread.
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes flags only.
+    let rc = unsafe { libc::unshare(flags) };
+    unit_result(libc::c_long::from(rc), "unshare")
 }
 
 /// `mount_setattr(fd, "", AT_EMPTY_PATH [| AT_RECURSIVE], attr)`.

@@ -1,0 +1,651 @@
+//! `cargo xtask vm`: throw-away QEMU guests with Debian's own kernels, in the cgroup layouts
+//! systemd hosts have, running one command each (issue 12).
+//!
+//! No disk image is built. The guest's root is the host's `/`, shared read-only over
+//! virtio-9p (`multidevs=remap`), under a tmpfs overlay; a small busybox init in an initramfs
+//! of our own loads the kernel's modules, builds the root, mounts a pure cgroup v2 hierarchy,
+//! lays it out (below), runs the command and powers off. `-nodefaults -nic none`: the guest
+//! has no network device. Everything lives under `target/vm/`; the host's apt sources,
+//! cgroups and mounts are never touched.
+//!
+//! Measured on this machine kind (issue 12): `/dev/kvm` is a software nested hypervisor on
+//! which distribution kernels hang in the decompressor, so the guests run under TCG
+//! (`-accel tcg,thread=multi`).
+//!
+//! The command runs alone in the layout's cgroup (it is `exec`ed by a shell that moved itself
+//! there), as a unit's main process does; pass `sh -c '...'` for more than one command.
+//!
+//! Layouts (`--layout`), made by the init without systemd in the guest:
+//! - `root`: corral in the root cgroup (a container's view);
+//! - `service`: a `Delegate=yes` service, `/system.slice/corral.service`, with `cpu memory
+//!   pids` enabled down to it;
+//! - `session`: a login session scope, `/user.slice/user-0.slice/session-1.scope`, holding
+//!   corral and a sibling "shell" process, controllers delegated to the scope;
+//! - `undelegated`: a service whose parent enables no controllers for it.
+//!
+//! `/tmp` (`--tmp`): `tmpfs`, or `ext4` on a sparse virtio disk (Debian 12's default).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+/// The kernels of the matrix: a name and how to find its Debian package.
+const KERNELS: &[(&str, &str)] = &[
+    // Debian 12's kernel: the package the `linux-image-amd64` metapackage depends on.
+    ("6.1", "meta:linux-image-amd64"),
+    // Debian 12's newer kernel (bookworm's own 6.12 packages).
+    (
+        "6.12",
+        "search:^linux-image-6\\.12\\.[0-9]+\\+deb12-amd64-unsigned$",
+    ),
+];
+
+const LAYOUTS: &[&str] = &["root", "service", "session", "undelegated"];
+const TMPS: &[&str] = &["tmpfs", "ext4"];
+
+/// Modules the init loads (with their dependencies from `modules.dep`), unless built in.
+const MODULES: &[&str] = &[
+    "virtio_pci",
+    "virtio_blk",
+    "9pnet_virtio",
+    "9p",
+    "overlay",
+    "ext4",
+];
+
+struct Opts {
+    kernels: Vec<String>,
+    layouts: Vec<String>,
+    tmps: Vec<String>,
+    cmd: String,
+    timeout: Duration,
+    verbose: bool,
+}
+
+fn parse(root: &Path, args: &[String]) -> Result<Opts> {
+    let list = |v: &str, all: &[&str], what: &str| -> Result<Vec<String>> {
+        if v == "all" {
+            return Ok(all.iter().map(|s| (*s).to_owned()).collect());
+        }
+        let out: Vec<String> = v.split(',').map(str::to_owned).collect();
+        for x in &out {
+            if !all.contains(&x.as_str()) {
+                bail!("--{what} {x:?}: not one of {} (or all)", all.join(", "));
+            }
+        }
+        Ok(out)
+    };
+    let kernel_names: Vec<&str> = KERNELS.iter().map(|k| k.0).collect();
+    let mut o = Opts {
+        kernels: list("all", &kernel_names, "kernel")?,
+        layouts: vec!["service".into()],
+        tmps: vec!["tmpfs".into()],
+        cmd: String::new(),
+        timeout: Duration::from_secs(600),
+        verbose: false,
+    };
+    let mut corral: Option<PathBuf> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .cloned()
+                .with_context(|| format!("{a} needs a value"))
+        };
+        match a.as_str() {
+            "--kernel" => o.kernels = list(&val()?, &kernel_names, "kernel")?,
+            "--layout" => o.layouts = list(&val()?, LAYOUTS, "layout")?,
+            "--tmp" => o.tmps = list(&val()?, TMPS, "tmp")?,
+            "--timeout" => {
+                o.timeout = Duration::from_secs(val()?.parse().context("--timeout seconds")?);
+            }
+            "--verbose" => o.verbose = true,
+            "--corral" => corral = Some(PathBuf::from(val()?)),
+            "--" => {
+                o.cmd = it.cloned().collect::<Vec<_>>().join(" ");
+                break;
+            }
+            other => bail!(
+                "unknown argument {other:?}; usage: cargo xtask vm [--kernel 6.1,6.12|all] \
+                 [--layout root,service,session,undelegated|all] [--tmp tmpfs,ext4|all] \
+                 [--timeout S] [--corral BIN] [--verbose] [-- COMMAND]"
+            ),
+        }
+    }
+    if o.cmd.is_empty() {
+        // `corral probe`: the release binary when there is one, else the debug one.
+        let bin = corral.unwrap_or_else(|| {
+            let release = root.join("target/release/corral");
+            if release.exists() {
+                release
+            } else {
+                root.join("target/debug/corral")
+            }
+        });
+        let bin = std::fs::canonicalize(&bin)
+            .with_context(|| format!("{}: build corral first", bin.display()))?;
+        o.cmd = format!("{} probe", bin.display());
+    }
+    Ok(o)
+}
+
+fn run_ok(cmd: &mut Command) -> Result<String> {
+    let out = cmd
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("starting {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The Debian package name for a kernel entry.
+fn package_of(spec: &str) -> Result<String> {
+    if let Some(meta) = spec.strip_prefix("meta:") {
+        let deps = run_ok(Command::new("apt-cache").args(["depends", meta]))?;
+        return deps
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Depends: "))
+            .map(|s| s.trim().to_owned())
+            .with_context(|| format!("{meta} has no Depends line in apt-cache"));
+    }
+    let re = spec.strip_prefix("search:").context("kernel spec")?;
+    let found = run_ok(Command::new("apt-cache").args(["search", "--names-only", re]))?;
+    let mut names: Vec<String> = found
+        .lines()
+        .filter_map(|l| l.split(" - ").next())
+        .map(str::to_owned)
+        .collect();
+    // Highest version last (dpkg order on the names' version part is enough here).
+    names.sort_by_key(|a| version_key(a));
+    names
+        .pop()
+        .with_context(|| format!("no package matches {re}; is bookworm in apt's sources?"))
+}
+
+fn version_key(name: &str) -> Vec<u64> {
+    name.split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| s.parse().ok())
+        .collect()
+}
+
+/// A kernel unpacked under `target/vm/kernels/<pkg>`: its `vmlinuz` and modules directory.
+struct Kernel {
+    name: String,
+    package: String,
+    vmlinuz: PathBuf,
+    modules: PathBuf,
+}
+
+fn fetch_kernel(vm: &Path, name: &str, spec: &str) -> Result<Kernel> {
+    let package = package_of(spec)?;
+    let dir = vm.join("kernels").join(&package);
+    if !dir.join(".unpacked").exists() {
+        let debs = vm.join("debs");
+        std::fs::create_dir_all(&debs)?;
+        // apt-get download needs no change to the host's sources or state.
+        run_ok(
+            Command::new("apt-get")
+                .args(["download", "-q", &package])
+                .current_dir(&debs),
+        )?;
+        let deb = std::fs::read_dir(&debs)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{package}_")) && n.ends_with(".deb"))
+            })
+            .with_context(|| format!("apt-get download left no {package} .deb"))?;
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        run_ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))?;
+        std::fs::write(dir.join(".unpacked"), &package)?;
+    }
+    let boot = dir.join("boot");
+    let vmlinuz = std::fs::read_dir(&boot)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinuz-"))
+        })
+        .context("no vmlinuz in the kernel package")?;
+    let modules = std::fs::read_dir(dir.join("lib/modules"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .next()
+        .context("no lib/modules in the kernel package")?;
+    Ok(Kernel {
+        name: name.to_owned(),
+        package,
+        vmlinuz,
+        modules,
+    })
+}
+
+/// A module's bytes (decompressed when the package ships `.ko.xz`).
+fn module_bytes(path: &Path) -> Result<Vec<u8>> {
+    if path.extension().is_some_and(|e| e == "xz") {
+        let d = Command::new("xz")
+            .arg("-dc")
+            .arg(path)
+            .output()
+            .context("xz")?;
+        if !d.status.success() {
+            bail!("xz -d {}", path.display());
+        }
+        Ok(d.stdout)
+    } else {
+        Ok(std::fs::read(path)?)
+    }
+}
+
+/// The `depends=` list of a module's `.modinfo` (what depmod would put in modules.dep; the
+/// package's postinst runs depmod, which is not run here).
+fn module_depends(bytes: &[u8]) -> Vec<String> {
+    let key = b"\0depends=";
+    bytes
+        .windows(key.len())
+        .position(|w| w == key)
+        .map(|at| {
+            let rest = &bytes[at + key.len()..];
+            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            String::from_utf8_lossy(&rest[..end])
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.replace('-', "_"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `MODULES` and their dependencies, dependencies first, as (file name, bytes); built-in
+/// ones are left out.
+fn module_order(modules: &Path) -> Result<Vec<(String, Vec<u8>)>> {
+    fn walk(dir: &Path, out: &mut BTreeMap<String, PathBuf>) -> Result<()> {
+        for e in std::fs::read_dir(dir)?.filter_map(Result::ok) {
+            let p = e.path();
+            if e.file_type()?.is_dir() {
+                walk(&p, out)?;
+            } else if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
+                let stem = n.trim_end_matches(".xz");
+                if let Some(name) = stem.strip_suffix(".ko") {
+                    out.insert(name.replace('-', "_"), p.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut by_name = BTreeMap::new();
+    walk(&modules.join("kernel"), &mut by_name)?;
+    let builtin = std::fs::read_to_string(modules.join("modules.builtin")).unwrap_or_default();
+    let is_builtin = |name: &str| {
+        builtin.lines().any(|l| {
+            l.rsplit('/')
+                .next()
+                .is_some_and(|b| b.trim_end_matches(".ko").replace('-', "_") == name)
+        })
+    };
+    let mut order = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut stack: Vec<(String, bool)> = MODULES
+        .iter()
+        .rev()
+        .map(|m| ((*m).to_owned(), false))
+        .collect();
+    let mut loaded: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    // Depth-first, dependencies before dependents.
+    while let Some((name, expanded)) = stack.pop() {
+        if expanded {
+            if let Some(bytes) = loaded.remove(&name) {
+                order.push((format!("{name}.ko"), bytes));
+            }
+            continue;
+        }
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        match by_name.get(&name) {
+            Some(path) => {
+                let bytes = module_bytes(path)?;
+                let deps = module_depends(&bytes);
+                loaded.insert(name.clone(), bytes);
+                stack.push((name, true));
+                for d in deps.into_iter().rev() {
+                    stack.push((d, false));
+                }
+            }
+            None if is_builtin(&name) => {}
+            None => bail!("module {name} is neither a module nor built in"),
+        }
+    }
+    Ok(order)
+}
+
+/// One entry of a newc cpio archive.
+fn cpio_entry(out: &mut Vec<u8>, ino: u32, name: &str, mode: u32, rdev: (u32, u32), data: &[u8]) {
+    let namesize = name.len() + 1;
+    let fields = [
+        ino,
+        mode,
+        0,
+        0,
+        1,
+        0,
+        u32::try_from(data.len()).unwrap_or(u32::MAX),
+        0,
+        0,
+        rdev.0,
+        rdev.1,
+        u32::try_from(namesize).unwrap_or(u32::MAX),
+        0,
+    ];
+    out.extend_from_slice(b"070701");
+    for f in fields {
+        out.extend_from_slice(format!("{f:08x}").as_bytes());
+    }
+    out.extend_from_slice(name.as_bytes());
+    out.push(0);
+    while !out.len().is_multiple_of(4) {
+        out.push(0);
+    }
+    out.extend_from_slice(data);
+    while !out.len().is_multiple_of(4) {
+        out.push(0);
+    }
+}
+
+/// The guest's init: modules, the root (9p lower + tmpfs upper), pure cgroup v2, the layout,
+/// `/tmp`, the command; then it prints its exit code and powers off.
+const INIT: &str = r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+for m in $(cat /modules.order); do insmod "/modules/$m" 2>/dev/null || echo "corral-vm: insmod $m failed"; done
+mkdir -p /host /rw /newroot
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288 host /host || { echo "corral-vm: 9p mount failed"; poweroff -f; }
+mount -t tmpfs -o size=6g,mode=0755 rw /rw
+mkdir -p /rw/upper /rw/work
+mount -t overlay root -o lowerdir=/host,upperdir=/rw/upper,workdir=/rw/work /newroot || { echo "corral-vm: root overlay failed"; poweroff -f; }
+mkdir -p /newroot/.corral-vm
+cp /vm.* /newroot/.corral-vm/
+cp /bin/busybox /newroot/.corral-vm/busybox
+for d in proc sys dev; do mount --move /$d /newroot/$d; done
+# A real root, not a chroot: user namespaces cannot be made from inside a chroot.
+exec switch_root /newroot /.corral-vm/busybox sh /.corral-vm/vm.stage2
+"#;
+
+/// Stage two, in the real root: cgroup v2, the layout, `/tmp`, the command.
+const STAGE2: &str = r#"B=/.corral-vm/busybox
+V=/.corral-vm
+off() { $B poweroff -f; }
+$B mount -t cgroup2 cgroup2 /sys/fs/cgroup || { echo "corral-vm: cgroup2 mount failed"; off; }
+$B mkdir -p /dev/shm /run /dev/pts
+$B mount -t tmpfs shm /dev/shm; $B mount -t tmpfs run /run; $B mount -t devpts pts /dev/pts
+TMP=$($B cat $V/vm.tmp)
+if [ "$TMP" = ext4 ]; then
+  $B mount -t ext4 /dev/vda /tmp || { echo "corral-vm: ext4 /tmp failed"; off; }
+else
+  $B mount -t tmpfs -o size=4g tmp /tmp
+fi
+$B chmod 1777 /tmp
+CG=/sys/fs/cgroup
+LAYOUT=$($B cat $V/vm.layout)
+enable() { echo "+cpu +memory +pids" > "$1/cgroup.subtree_control" || echo "corral-vm: enabling controllers in $1 failed"; }
+case "$LAYOUT" in
+  root) TARGET=$CG ;;
+  service)
+    enable $CG; $B mkdir -p $CG/system.slice/corral.service; enable $CG/system.slice
+    TARGET=$CG/system.slice/corral.service ;;
+  session)
+    enable $CG; $B mkdir -p $CG/user.slice/user-0.slice/session-1.scope
+    enable $CG/user.slice; enable $CG/user.slice/user-0.slice
+    TARGET=$CG/user.slice/user-0.slice/session-1.scope
+    # The user's shell, beside corral in the same scope.
+    $B sleep 100000 & echo $! > $TARGET/cgroup.procs ;;
+  undelegated)
+    $B mkdir -p $CG/system.slice/corral.service
+    TARGET=$CG/system.slice/corral.service ;;
+esac
+echo "corral-vm: kernel $($B uname -r), layout $LAYOUT ($TARGET), /tmp $TMP"
+# The command alone in the layout's cgroup, as a unit's main process is: the shell moves
+# itself there and execs it (init stays in the root cgroup).
+cd "$($B cat $V/vm.cwd)" && HOME=/root PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
+  /bin/sh -c "echo \$\$ > $TARGET/cgroup.procs && exec $($B cat $V/vm.cmd)"
+echo "corral-vm: exit $?"
+off
+"#;
+
+fn initramfs(kernel: &Kernel, layout: &str, tmp: &str, cwd: &Path, cmd: &str) -> Result<Vec<u8>> {
+    let busybox = std::fs::read("/bin/busybox").context("busybox-static (/bin/busybox)")?;
+    let mut out = Vec::new();
+    let mut ino = 1;
+    let mut add = |name: &str, mode: u32, rdev: (u32, u32), data: &[u8]| {
+        cpio_entry(&mut out, ino, name, mode, rdev, data);
+        ino += 1;
+    };
+    for d in [
+        "bin", "dev", "proc", "sys", "modules", "host", "rw", "newroot", "tmp",
+    ] {
+        add(d, 0o040_755, (0, 0), b"");
+    }
+    add("dev/console", 0o020_600, (5, 1), b"");
+    add("bin/busybox", 0o100_755, (0, 0), &busybox);
+    add("init", 0o100_755, (0, 0), INIT.as_bytes());
+    add("vm.layout", 0o100_644, (0, 0), layout.as_bytes());
+    add("vm.tmp", 0o100_644, (0, 0), tmp.as_bytes());
+    add(
+        "vm.cwd",
+        0o100_644,
+        (0, 0),
+        cwd.to_string_lossy().as_bytes(),
+    );
+    add("vm.cmd", 0o100_644, (0, 0), cmd.as_bytes());
+    add("vm.stage2", 0o100_644, (0, 0), STAGE2.as_bytes());
+    let mut order = Vec::new();
+    for (name, data) in module_order(&kernel.modules)? {
+        add(&format!("modules/{name}"), 0o100_644, (0, 0), &data);
+        order.push(name);
+    }
+    add(
+        "modules.order",
+        0o100_644,
+        (0, 0),
+        order.join("\n").as_bytes(),
+    );
+    cpio_entry(&mut out, 0, "TRAILER!!!", 0, (0, 0), b"");
+    Ok(out)
+}
+
+/// The outcome of one guest.
+struct Outcome {
+    exit: Option<i32>,
+    secs: f64,
+    summary: String,
+}
+
+fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -> Result<Outcome> {
+    let work = vm.join(format!(
+        "run-{}-{layout}-{tmp}-{}",
+        k.name,
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&work)?;
+    let initrd = work.join("initrd");
+    std::fs::write(&initrd, initramfs(k, layout, tmp, root, &o.cmd)?)?;
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args(["-accel", "tcg,thread=multi", "-m", "6G", "-smp", "2"])
+        .args(["-nodefaults", "-nic", "none", "-nographic", "-no-reboot"])
+        .args(["-serial", "stdio", "-monitor", "none"])
+        .arg("-kernel")
+        .arg(&k.vmlinuz)
+        .arg("-initrd")
+        .arg(&initrd)
+        .args([
+            "-append",
+            "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all rdinit=/init",
+        ])
+        .args([
+            "-virtfs",
+            "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap",
+        ]);
+    if tmp == "ext4" {
+        let disk = work.join("tmp.img");
+        let f = std::fs::File::create(&disk)?;
+        f.set_len(8 << 30)?;
+        drop(f);
+        run_ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&disk))?;
+        qemu.arg("-drive")
+            .arg(format!("file={},format=raw,if=virtio", disk.display()));
+    }
+    qemu.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let t = Instant::now();
+    let mut child = qemu
+        .spawn()
+        .context("starting qemu-system-x86_64 (apt-get install qemu-system-x86)")?;
+    let mut stdout = child.stdout.take().context("qemu stdout")?;
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut stdout, &mut buf);
+        buf
+    });
+    let mut timed_out = false;
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if t.elapsed() > o.timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
+    let _ = std::fs::remove_dir_all(&work);
+    if o.verbose {
+        println!("----- {} / {layout} / {tmp} -----\n{out}", k.package);
+    }
+    let exit = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("corral-vm: exit "))
+        .and_then(|c| c.trim().parse().ok());
+    let summary = summarize(&out, timed_out);
+    Ok(Outcome {
+        exit,
+        secs: t.elapsed().as_secs_f64(),
+        summary,
+    })
+}
+
+/// One line of what the guest said: the init's own failure, or the command's last line and
+/// the first reason corral gave for a missing capability.
+fn summarize(out: &str, timed_out: bool) -> String {
+    if timed_out {
+        return "timed out".into();
+    }
+    let lines: Vec<&str> = out.lines().map(str::trim).collect();
+    if let Some(l) = lines
+        .iter()
+        .find(|l| l.starts_with("corral-vm:") && l.contains("failed"))
+    {
+        return (*l).to_owned();
+    }
+    let exit_at = lines
+        .iter()
+        .position(|l| l.starts_with("corral-vm: exit"))
+        .unwrap_or(lines.len());
+    let last = lines[..exit_at]
+        .iter()
+        .rev()
+        .find(|l| !l.is_empty())
+        .copied()
+        .unwrap_or("");
+    // The first refusal corral explains ("... failed: <why>; ...").
+    let cause = lines
+        .iter()
+        .filter(|l| l.starts_with("MISSING"))
+        .find_map(|l| {
+            let at = l.find("failed: ")?;
+            Some(
+                l[at + 8..]
+                    .split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_owned(),
+            )
+        });
+    match cause {
+        Some(c) if !c.is_empty() => format!("{last} | first cause: {c}"),
+        _ => last.to_owned(),
+    }
+}
+
+pub fn run(root: &Path, args: &[String]) -> Result<()> {
+    let o = parse(root, args)?;
+    let vm = root.join("target/vm");
+    std::fs::create_dir_all(&vm)?;
+    let mut rows = Vec::new();
+    for (name, spec) in KERNELS
+        .iter()
+        .filter(|k| o.kernels.iter().any(|n| n == k.0))
+    {
+        let k = fetch_kernel(&vm, name, spec)?;
+        for layout in &o.layouts {
+            for tmp in &o.tmps {
+                let r = boot(&vm, &k, layout, tmp, &o, root)?;
+                println!(
+                    "{:<6} {:<12} {:<6} exit {:<4} {:>6.1}s  {}",
+                    k.name,
+                    layout,
+                    tmp,
+                    r.exit.map_or("?".into(), |c| c.to_string()),
+                    r.secs,
+                    truncate(&r.summary, 160)
+                );
+                let _ = std::io::stdout().flush();
+                rows.push((k.package.clone(), layout.clone(), tmp.clone(), r));
+            }
+        }
+    }
+    println!("\nkernel package                         layout       /tmp   result");
+    for (pkg, layout, tmp, r) in &rows {
+        println!(
+            "{pkg:<38} {layout:<12} {tmp:<6} {}",
+            match r.exit {
+                Some(0) => "ok".to_owned(),
+                Some(c) => format!("exit {c}: {}", truncate(&r.summary, 120)),
+                None => format!("no exit: {}", truncate(&r.summary, 120)),
+            }
+        );
+    }
+    if rows.iter().any(|r| r.3.exit != Some(0)) {
+        bail!("some guests did not exit 0");
+    }
+    Ok(())
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        format!("{}...", s.chars().take(n).collect::<String>())
+    }
+}
