@@ -60,21 +60,53 @@ pub fn run(root: &Path) -> Result<()> {
     // can land that reopens an escape.
     println!("==> host qualification suite: cargo xtask adversarial");
     crate::adversarial::run(root, &[])?;
-    // Hosts users have: Debian 12's 6.12 kernel in QEMU guests, pure cgroup v2, corral in the
-    // root cgroup and in a `Delegate=yes` service layout: all nine capabilities or CI fails.
-    println!(
-        "==> Debian 12 kernel 6.12 guests: cargo xtask vm --kernel 6.12 --layout root,service"
-    );
+    // Hosts users have: Debian 12's kernels (6.1 and 6.12) in QEMU guests, pure cgroup v2,
+    // corral in the root cgroup and in a `Delegate=yes` service layout, its cache on ext4
+    // (Debian's default) and, for 6.12, on tmpfs: all nine capabilities or CI fails; then a
+    // whole `corral demo` in a 6.1 service guest.
     let corral = root.join("target/debug/corral");
+    let corral = corral.to_string_lossy().into_owned();
+    for (what, args) in [
+        (
+            "kernels 6.1 and 6.12, root and service layouts, cache on ext4",
+            vec![
+                "--kernel",
+                "all",
+                "--layout",
+                "root,service",
+                "--tmp",
+                "ext4",
+            ],
+        ),
+        (
+            "kernel 6.12, root and service layouts, cache on tmpfs",
+            vec![
+                "--kernel",
+                "6.12",
+                "--layout",
+                "root,service",
+                "--tmp",
+                "tmpfs",
+            ],
+        ),
+    ] {
+        println!("==> Debian guests: {what}");
+        let mut a: Vec<String> = args.into_iter().map(str::to_owned).collect();
+        a.extend(["--corral".to_owned(), corral.clone()]);
+        crate::vm::run(root, &a)?;
+    }
+    println!("==> Debian guest: corral demo on kernel 6.1 in a Delegate=yes service");
     crate::vm::run(
         root,
         &[
             "--kernel".into(),
-            "6.12".into(),
+            "6.1".into(),
             "--layout".into(),
-            "root,service".into(),
-            "--corral".into(),
-            corral.to_string_lossy().into_owned(),
+            "service".into(),
+            "--tmp".into(),
+            "ext4".into(),
+            "--".into(),
+            format!("{corral} demo"),
         ],
     )?;
     println!("ci: all steps passed");

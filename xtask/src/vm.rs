@@ -23,7 +23,10 @@
 //!   corral and a sibling "shell" process, controllers delegated to the scope;
 //! - `undelegated`: a service whose parent enables no controllers for it.
 //!
-//! `/tmp` (`--tmp`): `tmpfs`, or `ext4` on a sparse virtio disk (Debian 12's default).
+//! `/tmp` (`--tmp`): `tmpfs`, or `ext4` on a sparse virtio disk (Debian 12's default). corral's
+//! cache and data folders (`XDG_CACHE_HOME`, `XDG_DATA_HOME`) are put there too, since the
+//! base checkouts are the workspace's lower layer and their file system decides whether it can
+//! be idmapped; the guest's own root (9p under an overlay) is like no host's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -54,6 +57,8 @@ const MODULES: &[&str] = &[
     "9pnet_virtio",
     "9p",
     "overlay",
+    // ext4 asks the crypto API for crc32c at mount time (ENOENT without it; no modprobe here).
+    "crc32c_generic",
     "ext4",
 ];
 
@@ -397,6 +402,10 @@ $B mkdir -p /dev/shm /run /dev/pts
 $B mount -t tmpfs shm /dev/shm; $B mount -t tmpfs run /run; $B mount -t devpts pts /dev/pts
 TMP=$($B cat $V/vm.tmp)
 if [ "$TMP" = ext4 ]; then
+  # The disk's node appears when virtio_blk's probe finishes (asynchronously): wait for it,
+  # at most 10 s.
+  i=0; while [ ! -b /dev/vda ] && [ $i -lt 100 ]; do $B sleep 0.1; i=$((i+1)); done
+  [ -b /dev/vda ] || echo "corral-vm: no /dev/vda ($($B ls /sys/block | $B tr '\n' ' '))"
   $B mount -t ext4 /dev/vda /tmp || { echo "corral-vm: ext4 /tmp failed"; off; }
 else
   $B mount -t tmpfs -o size=4g tmp /tmp
@@ -423,7 +432,10 @@ esac
 echo "corral-vm: kernel $($B uname -r), layout $LAYOUT ($TARGET), /tmp $TMP"
 # The command alone in the layout's cgroup, as a unit's main process is: the shell moves
 # itself there and execs it (init stays in the root cgroup).
-cd "$($B cat $V/vm.cwd)" && HOME=/root PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
+# corral's cache (the base checkouts: the workspace's lower layer) on that file system too:
+# the guest's own root is 9p under an overlay, which no host has.
+cd "$($B cat $V/vm.cwd)" && HOME=/root XDG_CACHE_HOME=/tmp/.cache XDG_DATA_HOME=/tmp/.data \
+  PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
   /bin/sh -c "echo \$\$ > $TARGET/cgroup.procs && exec $($B cat $V/vm.cmd)"
 echo "corral-vm: exit $?"
 off

@@ -180,7 +180,7 @@ fn run_in(dir: &PathBuf) -> u8 {
             return exit::FAILED;
         }
     };
-    let executor = LinuxSandboxExecutor::new();
+    let executor = LinuxSandboxExecutor::with_config(crate::run::linux_config());
     let (cache_limits, checkout) =
         match (crate::run::cache_limits(), crate::run::checkout_isolation()) {
             (Ok(l), Ok(i)) => (l, i),

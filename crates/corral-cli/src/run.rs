@@ -302,15 +302,26 @@ pub const WITHDRAW_ENV: &str = "CORRAL_WITHDRAW_CAPABILITY";
 /// show that every capability, when missing, refuses the run before the worker starts
 /// (ADR-0060). It can only take capabilities away, never attest one, so it cannot weaken a
 /// run; an unknown name is bad input (exit 2), never ignored.
+/// The backend's configuration: the probe tests idmapped mounts where the base checkouts
+/// live (corral's cache), since a run's workspace lower is one of them.
+pub fn linux_config() -> corral_linux::LinuxConfig {
+    let mut config = corral_linux::LinuxConfig::default();
+    let dir = default_cache_dir();
+    if std::fs::create_dir_all(&dir).is_ok() {
+        config.probe_dir = Some(dir);
+    }
+    config
+}
+
 fn executor() -> Result<LinuxSandboxExecutor, String> {
     let Some(list) = std::env::var_os(WITHDRAW_ENV) else {
-        return Ok(LinuxSandboxExecutor::new());
+        return Ok(LinuxSandboxExecutor::with_config(linux_config()));
     };
     let list = list.to_string_lossy().into_owned();
     if let Ok(h) = corral_linux::cgroup::Hierarchy::detect_host() {
         let _ = h.collect_stale();
     }
-    let config = corral_linux::LinuxConfig::default();
+    let config = linux_config();
     let mut report = corral_linux::probe::probe(&config);
     for name in list.split(',').filter(|n| !n.is_empty()) {
         let cap = corral_contract::Capability::ALL

@@ -396,8 +396,27 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
                 sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
             )
         };
-        let lower = make()?;
-        fs::write(supervise::fd_path(&lower).join("base"), b"x")?;
+        // The lower on the file system the base checkouts live on (see `probe_dir`), as in a
+        // run: a directory of corral's own, cloned and idmapped.
+        let dir = config
+            .probe_dir
+            .clone()
+            .unwrap_or_else(std::env::temp_dir)
+            .join(format!(
+                "corral-probe-lower-{}-{}",
+                std::process::id(),
+                next_probe_id()
+            ));
+        fs::create_dir_all(&dir)?;
+        struct Remove<'a>(&'a std::path::Path);
+        impl Drop for Remove<'_> {
+            fn drop(&mut self) {
+                let _ = fs::remove_dir_all(self.0);
+            }
+        }
+        let _remove = Remove(&dir);
+        fs::write(dir.join("base"), b"x")?;
+        let lower = sys::open_tree_clone(&dir.to_string_lossy(), false)?;
         let userns =
             supervise::create_idmap_userns((0, 0), (config.worker_uid, config.worker_gid))?;
         let attr = sys::MountAttr {
@@ -405,7 +424,13 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
             userns_fd: userns.as_raw_fd() as u64,
             ..sys::MountAttr::default()
         };
-        sys::mount_setattr(lower.as_fd(), false, &attr)?;
+        sys::mount_setattr(lower.as_fd(), false, &attr).map_err(|e| {
+            if sys::errno(&e) == Some(libc::EINVAL) {
+                io::Error::other(supervise::no_idmap_message(&dir))
+            } else {
+                e
+            }
+        })?;
         let uid = std::os::unix::fs::MetadataExt::uid(&fs::metadata(
             supervise::fd_path(&lower).join("base"),
         )?);
@@ -453,7 +478,9 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
             return Err(io::Error::other("write did not land in the upper layer"));
         }
         Ok(format!(
-            "overlay ({how}, metacopy=off, redirect_dir=off) over an idmapped read-only lower (uid 0 -> {}) on detached tmpfs: write landed in the upper layer",
+            "overlay ({how}, metacopy=off, redirect_dir=off) over an idmapped read-only lower in {} (uid 0 -> {}), upper on a detached tmpfs: write landed in the upper layer",
+            dir.parent()
+                .map_or_else(String::new, |p| p.display().to_string()),
             config.worker_uid
         ))
     })();
@@ -600,11 +627,15 @@ fn probe_sandbox(
         return Err("no /usr/bin/true to run".into());
     };
     // Unique per probe: several executors may probe at once in one process.
-    let dir = std::env::temp_dir().join(format!(
-        "corral-probe-ws-{}-{}",
-        std::process::id(),
-        next_probe_id()
-    ));
+    let dir = config
+        .probe_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!(
+            "corral-probe-ws-{}-{}",
+            std::process::id(),
+            next_probe_id()
+        ));
     if let Err(e) = fs::create_dir_all(&dir) {
         return Err(format!("temporary workspace: {e}"));
     }

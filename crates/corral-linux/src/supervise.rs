@@ -45,6 +45,20 @@ pub struct LinuxConfig {
     pub cpu_check_interval: Duration,
     /// How long output readers wait for end of file after the sandbox is gone.
     pub drain_grace: Duration,
+    /// Where the probe makes its throwaway workspace and idmapped lower: the file system the
+    /// base checkouts live on (corral's cache), so idmapped mounts are tested where runs need
+    /// them. `None`: the system temp folder.
+    pub probe_dir: Option<std::path::PathBuf>,
+}
+
+/// The one-line refusal when the workspace's file system cannot be idmapped (`dir` is on it).
+pub(crate) fn no_idmap_message(dir: &Path) -> String {
+    format!(
+        "the file system of {} has no idmapped mounts (tmpfs gained them in Linux 6.3; ext4, \
+         xfs and btrfs have them since 5.12 to 5.19): put corral's cache on one that has them \
+         (XDG_CACHE_HOME), or use Linux 6.3 or later",
+        dir.display()
+    )
 }
 
 /// First id of the range the worker's uid/gid come from (`+ pid`, pid_max <= 2^22): above
@@ -63,6 +77,7 @@ impl Default for LinuxConfig {
             cpu_period_us: 100_000,
             cpu_check_interval: Duration::from_millis(20),
             drain_grace: Duration::from_millis(100),
+            probe_dir: None,
         }
     }
 }
@@ -726,8 +741,16 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         lower_attr.attr_set |= sys::MOUNT_ATTR_IDMAP;
         lower_attr.userns_fd = userns.as_raw_fd() as u64;
     }
-    sys::mount_setattr(lower.as_fd(), false, &lower_attr)
-        .map_err(|e| setup_err("idmapped workspace lower layer", e))?;
+    sys::mount_setattr(lower.as_fd(), false, &lower_attr).map_err(|e| {
+        if idmapped && sys::errno(&e) == Some(libc::EINVAL) {
+            setup_err(
+                "idmapped workspace lower layer",
+                io::Error::other(no_idmap_message(input.workspace)),
+            )
+        } else {
+            setup_err("idmapped workspace lower layer", e)
+        }
+    })?;
     let map_owner = |m: &fs::Metadata| {
         if (m.uid(), m.gid()) == owner {
             (uid, gid)
