@@ -60,6 +60,36 @@ pub fn run(root: &Path) -> Result<()> {
     // can land that reopens an escape.
     println!("==> host qualification suite: cargo xtask adversarial");
     crate::adversarial::run(root, &[])?;
+    // The same suite without a checkout, as a user qualifies a host with only an installed
+    // corral: this very binary outside cargo (no CARGO_MANIFEST_DIR), from another folder.
+    println!(
+        "==> qualification without a checkout: xtask adversarial --corral BIN (outside cargo)"
+    );
+    let me = std::env::current_exe().context("the xtask binary")?;
+    let scratch = std::env::temp_dir().join(format!("corral-ci-standalone-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    for args in [
+        vec!["adversarial", "--list"],
+        vec!["adversarial", "--filter", "FS-01,TRUST-01"],
+    ] {
+        let mut c = Command::new(&me);
+        c.args(&args)
+            .args([
+                "--corral",
+                &root.join("target/debug/corral").to_string_lossy(),
+            ])
+            .env_remove("CARGO_MANIFEST_DIR")
+            .current_dir(&scratch);
+        println!("    {}", args.join(" "));
+        let status = c.status().context("starting xtask outside cargo")?;
+        if !status.success() {
+            bail!("xtask {} outside cargo failed ({status})", args.join(" "));
+        }
+    }
+    if !scratch.join("corral-qualification/report.json").exists() {
+        bail!("the standalone suite wrote no report into its working folder");
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
     // Hosts users have: Debian 12's kernels (6.1 and 6.12) in QEMU guests, pure cgroup v2,
     // corral in the root cgroup and in a `Delegate=yes` service layout, its cache on ext4
     // (Debian's default) and, for 6.12, on tmpfs: all nine capabilities or CI fails; then a

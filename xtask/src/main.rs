@@ -22,6 +22,13 @@ use anyhow::{Context, Result, bail};
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let check = args.iter().any(|a| a == "--check");
+    // Qualifying a host needs no checkout: run outside cargo (an installed or copied
+    // `xtask` binary), the suite writes its fixtures into a private folder of its own.
+    if args.first().map(String::as_str) == Some("adversarial")
+        && std::env::var_os("CARGO_MANIFEST_DIR").is_none()
+    {
+        return adversarial::run_standalone(&args[1..]);
+    }
     let root = workspace_root()?;
     match args.first().map(String::as_str) {
         Some("layers") => layers::run(&root),

@@ -96,6 +96,44 @@ fn selected(case: &Case, filter: &[String]) -> bool {
         })
 }
 
+/// The suite without a checkout: `xtask adversarial --corral BIN [...]` run directly (not
+/// through cargo). The fixtures (attack scripts, presets, hostile repository builders) are
+/// generated from the case table into a private folder, which is removed afterwards; reports
+/// default to `./corral-qualification/` unless `--json`/`--sarif` say otherwise.
+pub fn run_standalone(args: &[String]) -> Result<()> {
+    let listing = args.iter().any(|a| a == "--list");
+    if !listing && !args.iter().any(|a| a == "--corral") {
+        bail!(
+            "outside a checkout the suite qualifies an installed corral: pass --corral BIN \
+             (for example --corral $(command -v corral))"
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("corral-qualify-{}", std::process::id()));
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    std::fs::create_dir_all(&dir)?;
+    let _remove = Remove(dir.clone());
+    fixtures::generate(&dir, false)?;
+    let mut args = args.to_vec();
+    let cwd = std::env::current_dir()?;
+    for (flag, name) in [("--json", "report.json"), ("--sarif", "report.sarif")] {
+        if !args.iter().any(|a| a == flag) && !listing {
+            args.push(flag.to_owned());
+            args.push(
+                cwd.join("corral-qualification")
+                    .join(name)
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+        }
+    }
+    run(&dir, &args)
+}
+
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(root, args)?;
     let all = cases::all();
