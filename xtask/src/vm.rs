@@ -661,3 +661,69 @@ fn truncate(s: &str, n: usize) -> String {
         format!("{}...", s.chars().take(n).collect::<String>())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpio_entries_are_newc_and_aligned() {
+        let mut out = Vec::new();
+        cpio_entry(&mut out, 7, "init", 0o100_755, (0, 0), b"#!/bin/sh\n");
+        cpio_entry(&mut out, 8, "dev/console", 0o020_600, (5, 1), b"");
+        assert!(out.starts_with(b"070701"));
+        assert_eq!(out.len() % 4, 0);
+        // ino, mode, then the file size (field 7) in hex.
+        assert_eq!(&out[6..14], b"00000007");
+        assert_eq!(&out[14..22], b"000081ed");
+        assert_eq!(&out[54..62], b"0000000a");
+        // The device node's rdev major/minor (fields 10 and 11).
+        let second = out
+            .windows(6)
+            .skip(1)
+            .position(|w| w == b"070701")
+            .map(|i| i + 1)
+            .unwrap();
+        let f = |n: usize| &out[second + 6 + n * 8..second + 6 + (n + 1) * 8];
+        assert_eq!(f(9), b"00000005");
+        assert_eq!(f(10), b"00000001");
+    }
+
+    #[test]
+    fn module_depends_reads_the_modinfo_list() {
+        let modinfo = b"\0license=GPL\0depends=netfs,9pnet\0intree=Y\0";
+        assert_eq!(module_depends(modinfo), vec!["netfs", "9pnet"]);
+        assert_eq!(module_depends(b"\0depends=\0"), Vec::<String>::new());
+        assert_eq!(module_depends(b"\0license=GPL\0"), Vec::<String>::new());
+        // Dashes in module names are underscores in the kernel's view.
+        assert_eq!(
+            module_depends(b"\0depends=crc32c-generic\0"),
+            vec!["crc32c_generic"]
+        );
+    }
+
+    #[test]
+    fn the_newest_kernel_package_sorts_last() {
+        let mut v = vec![
+            "linux-image-6.12.113+deb12-amd64-unsigned",
+            "linux-image-6.12.9+deb12-amd64-unsigned",
+            "linux-image-6.12.117+deb12-amd64-unsigned",
+        ];
+        v.sort_by_key(|a| version_key(a));
+        assert_eq!(v.last(), Some(&"linux-image-6.12.117+deb12-amd64-unsigned"));
+    }
+
+    #[test]
+    fn summaries_name_the_first_refusal() {
+        let out = "MISSING  cpu_limit  root: x; sandbox run: MISSING probe run of /usr/bin/true failed: the reason; more\n9 capability(ies) missing: no worker can run here\ncorral-vm: exit 3\n";
+        assert_eq!(
+            summarize(out, false),
+            "9 capability(ies) missing: no worker can run here | first cause: the reason"
+        );
+        assert_eq!(summarize("", true), "timed out");
+        assert_eq!(
+            summarize("corral-vm: 9p mount failed\n", false),
+            "corral-vm: 9p mount failed"
+        );
+    }
+}

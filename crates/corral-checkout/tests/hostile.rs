@@ -320,35 +320,6 @@ fn torn_entries_are_rebuilt_and_dead_runs_staging_is_removed() {
 }
 
 #[test]
-fn the_budget_evicts_least_recently_used_entries_never_one_in_use() {
-    let repo = Repo::new();
-    let a = repo.commit_files(&[("a", &vec![b'a'; 200_000])]);
-    let b = repo.commit_files(&[("b", &vec![b'b'; 200_000])]);
-    let c3 = repo.commit_files(&[("c", &vec![b'c'; 200_000])]);
-    let (_t, c) = cache(CacheLimits {
-        budget_bytes: 1 << 40,
-        ..CacheLimits::default()
-    });
-    let held = c.checkout(repo.path(), &a, &Isolation::InProcess).unwrap();
-    drop(c.checkout(repo.path(), &b, &Isolation::InProcess).unwrap());
-    drop(c.checkout(repo.path(), &c3, &Isolation::InProcess).unwrap());
-    let listed = c.list().unwrap();
-    assert_eq!(listed.len(), 3);
-    assert!(listed.iter().find(|e| e.base_sha == a).unwrap().in_use);
-    // A budget of one entry: b and c are not in use, a is.
-    let report = c.gc(300_000, None).unwrap();
-    assert_eq!(report.busy, vec![a.clone()]);
-    assert!(held.dir.join("a").exists(), "an entry in use was evicted");
-    let left: Vec<String> = c.list().unwrap().into_iter().map(|e| e.base_sha).collect();
-    assert!(left.contains(&a));
-    assert!(left.len() < 3, "{report:?}");
-    drop(held);
-    let report = c.gc(0, None).unwrap();
-    assert!(report.busy.is_empty());
-    assert!(c.list().unwrap().is_empty());
-}
-
-#[test]
 fn concurrent_attempts_share_one_verified_entry_and_never_block_each_other() {
     let repo = Repo::new();
     let files: Vec<(String, Vec<u8>)> = (0..200)
