@@ -704,7 +704,7 @@ mod tests {
 
     #[test]
     fn the_newest_kernel_package_sorts_last() {
-        let mut v = vec![
+        let mut v = [
             "linux-image-6.12.113+deb12-amd64-unsigned",
             "linux-image-6.12.9+deb12-amd64-unsigned",
             "linux-image-6.12.117+deb12-amd64-unsigned",
