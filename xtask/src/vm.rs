@@ -401,6 +401,10 @@ $B mount -t cgroup2 cgroup2 /sys/fs/cgroup || { echo "corral-vm: cgroup2 mount f
 $B mkdir -p /dev/shm /run /dev/pts
 $B mount -t tmpfs shm /dev/shm; $B mount -t tmpfs run /run; $B mount -t devpts pts /dev/pts
 TMP=$($B cat $V/vm.tmp)
+# Host folders under /tmp the command needs (the checkout, when it lives there): the guest's
+# own /tmp hides the host's, so they are bound back at the same paths.
+KEEP=$($B cat $V/vm.keep)
+if [ -n "$KEEP" ]; then $B mkdir -p $V/hosttmp && $B mount --bind /tmp $V/hosttmp; fi
 if [ "$TMP" = ext4 ]; then
   # The disk's node appears when virtio_blk's probe finishes (asynchronously): wait for it,
   # at most 10 s.
@@ -411,6 +415,9 @@ else
   $B mount -t tmpfs -o size=4g tmp /tmp
 fi
 $B chmod 1777 /tmp
+for k in $KEEP; do
+  $B mkdir -p "$k" && $B mount --bind "$V/hosttmp/${k#/tmp/}" "$k" || echo "corral-vm: binding $k failed"
+done
 CG=/sys/fs/cgroup
 LAYOUT=$($B cat $V/vm.layout)
 enable() { echo "+cpu +memory +pids" > "$1/cgroup.subtree_control" || echo "corral-vm: enabling controllers in $1 failed"; }
@@ -466,6 +473,12 @@ fn initramfs(kernel: &Kernel, layout: &str, tmp: &str, cwd: &Path, cmd: &str) ->
         cwd.to_string_lossy().as_bytes(),
     );
     add("vm.cmd", 0o100_644, (0, 0), cmd.as_bytes());
+    add(
+        "vm.keep",
+        0o100_644,
+        (0, 0),
+        kept_under_tmp(cwd, cmd).as_bytes(),
+    );
     add("vm.stage2", 0o100_644, (0, 0), STAGE2.as_bytes());
     let mut order = Vec::new();
     for (name, data) in module_order(&kernel.modules)? {
@@ -480,6 +493,22 @@ fn initramfs(kernel: &Kernel, layout: &str, tmp: &str, cwd: &Path, cmd: &str) ->
     );
     cpio_entry(&mut out, 0, "TRAILER!!!", 0, (0, 0), b"");
     Ok(out)
+}
+
+/// The top-level `/tmp/<name>` folders of the working folder and of absolute paths in the
+/// command, space-separated: the guest mounts its own `/tmp` and binds these back.
+fn kept_under_tmp(cwd: &Path, cmd: &str) -> String {
+    let mut keep = BTreeSet::new();
+    let cwd = cwd.to_string_lossy().into_owned();
+    for word in std::iter::once(cwd.as_str()).chain(cmd.split_whitespace()) {
+        if let Some(rest) = word.strip_prefix("/tmp/") {
+            let top = rest.split('/').next().unwrap_or("");
+            if !top.is_empty() && !top.contains(['\'', '"', '$', '`', '\\']) {
+                keep.insert(format!("/tmp/{top}"));
+            }
+        }
+    }
+    keep.into_iter().collect::<Vec<_>>().join(" ")
 }
 
 /// The outcome of one guest.
@@ -711,6 +740,22 @@ mod tests {
         ];
         v.sort_by_key(|a| version_key(a));
         assert_eq!(v.last(), Some(&"linux-image-6.12.117+deb12-amd64-unsigned"));
+    }
+
+    #[test]
+    fn host_folders_under_tmp_are_kept() {
+        assert_eq!(
+            kept_under_tmp(
+                Path::new("/tmp/ci-clone"),
+                "/tmp/ci-clone/target/debug/corral probe"
+            ),
+            "/tmp/ci-clone"
+        );
+        assert_eq!(
+            kept_under_tmp(Path::new("/work/main"), "/tmp/a/x demo /tmp/b"),
+            "/tmp/a /tmp/b"
+        );
+        assert_eq!(kept_under_tmp(Path::new("/work/main"), "corral probe"), "");
     }
 
     #[test]
