@@ -15,14 +15,8 @@
 
 mod common;
 
-use common::Repo;
-use corral_checkout::{BaseCache, CacheLimits, Isolation};
-
-fn cache(limits: CacheLimits) -> (tempfile::TempDir, BaseCache) {
-    let t = tempfile::tempdir().unwrap();
-    let c = BaseCache::open(&t.path().join("cache"), limits).unwrap();
-    (t, c)
-}
+use common::{Repo, cache};
+use corral_checkout::{CacheLimits, Isolation};
 
 #[test]
 fn the_budget_evicts_least_recently_used_entries_never_one_in_use() {

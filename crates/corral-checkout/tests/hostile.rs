@@ -12,15 +12,9 @@ mod common;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
-use common::{Repo, Victim};
+use common::{Repo, Victim, cache};
 use corral_checkout::{BaseCache, BaseError, CacheLimits, Isolation, Limits};
 use corral_contract::ReasonCode;
-
-fn cache(limits: CacheLimits) -> (tempfile::TempDir, BaseCache) {
-    let t = tempfile::tempdir().unwrap();
-    let c = BaseCache::open(&t.path().join("cache"), limits).unwrap();
-    (t, c)
-}
 
 fn refused(r: Result<corral_checkout::BaseCheckout, BaseError>) -> corral_checkout::Refusal {
     match r {

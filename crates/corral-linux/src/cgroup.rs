@@ -106,11 +106,7 @@ impl Hierarchy {
                 let available =
                     fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
                 let have: Vec<&str> = available.split_whitespace().collect();
-                let missing: Vec<&str> = V2_CONTROLLERS
-                    .iter()
-                    .copied()
-                    .filter(|c| !have.contains(c))
-                    .collect();
+                let missing = missing_controllers(&available);
                 if missing.is_empty() {
                     return Ok(Hierarchy::V2 {
                         parent: join_rel(&mount, path),
@@ -271,30 +267,14 @@ pub fn stale_owner(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
-/// A failed write to a cgroup file: the message names the file and value, and the errno
-/// stays readable through [`os_error`] (an `io::Error::new` wrapper alone loses it, which made
-/// the EBUSY branch below dead code).
-#[derive(Debug)]
-struct WriteFailed {
-    message: String,
-    errno: Option<i32>,
-}
-
-impl std::fmt::Display for WriteFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for WriteFailed {}
-
-/// The errno of `e`, also through a [`WriteFailed`] wrapper.
-fn os_error(e: &io::Error) -> Option<i32> {
-    e.raw_os_error().or_else(|| {
-        e.get_ref()
-            .and_then(|inner| inner.downcast_ref::<WriteFailed>())
-            .and_then(|w| w.errno)
-    })
+/// The controllers of [`V2_CONTROLLERS`] a `cgroup.controllers` text does not list.
+fn missing_controllers(available: &str) -> Vec<&'static str> {
+    let have: Vec<&str> = available.split_whitespace().collect();
+    V2_CONTROLLERS
+        .iter()
+        .copied()
+        .filter(|c| !have.contains(c))
+        .collect()
 }
 
 /// Enables the controllers corral needs in `parent`'s `cgroup.subtree_control`. On cgroup v2 a
@@ -306,12 +286,7 @@ fn os_error(e: &io::Error) -> Option<i32> {
 /// line that says what is missing where, and how to fix it.
 fn enable_controllers(parent: &Path) -> io::Result<()> {
     let available = fs::read_to_string(parent.join("cgroup.controllers")).unwrap_or_default();
-    let have: Vec<&str> = available.split_whitespace().collect();
-    let missing: Vec<&str> = V2_CONTROLLERS
-        .iter()
-        .copied()
-        .filter(|c| !have.contains(c))
-        .collect();
+    let missing = missing_controllers(&available);
     if !missing.is_empty() {
         return Err(io::Error::other(format!(
             "cgroup v2: controller(s) {} not delegated to corral's cgroup {} (its \
@@ -324,7 +299,7 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
         )));
     }
     match ensure_subtree_control(parent) {
-        Err(e) if os_error(&e) == Some(libc::EBUSY) => {
+        Err(e) if crate::sys::errno(&e) == Some(libc::EBUSY) => {
             let leaf = parent.join(format!("corral-supervisor-{}", std::process::id()));
             match fs::create_dir(&leaf) {
                 Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
@@ -333,7 +308,7 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
             // Every thread of corral (cgroup.procs moves the whole process).
             write_file(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
             match ensure_subtree_control(parent) {
-                Err(e) if os_error(&e) == Some(libc::EBUSY) => {
+                Err(e) if crate::sys::errno(&e) == Some(libc::EBUSY) => {
                     let others = other_members(parent);
                     Err(io::Error::other(format!(
                         "cgroup v2: corral's cgroup {} also holds processes that are not \
@@ -385,14 +360,9 @@ fn ensure_subtree_control(parent: &Path) -> io::Result<()> {
 
 fn write_file(path: &Path, value: &str) -> io::Result<()> {
     let mut f = fs::OpenOptions::new().write(true).open(path)?;
+    // The errno stays readable (`sys::errno`): the EBUSY branch above depends on it.
     f.write_all(value.as_bytes()).map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            WriteFailed {
-                message: format!("write {value:?} to {}: {e}", path.display()),
-                errno: e.raw_os_error(),
-            },
-        )
+        crate::sys::with_context(&format!("write {value:?} to {}", path.display()), &e)
     })
 }
 
@@ -428,7 +398,7 @@ fn rmdir_retry(dir: &Path) -> io::Result<()> {
         match fs::remove_dir(dir) {
             Ok(()) => return Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) if Instant::now() < deadline && os_error(&e) == Some(libc::EBUSY) => {
+            Err(e) if Instant::now() < deadline && crate::sys::errno(&e) == Some(libc::EBUSY) => {
                 std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) => {
@@ -747,11 +717,11 @@ mod tests {
         // /dev/full answers every write with ENOSPC: the wrapped error must still say so,
         // or a branch on the errno (EBUSY: move into a leaf) can never be taken.
         let e = super::write_file(std::path::Path::new("/dev/full"), "+cpu").unwrap_err();
-        assert_eq!(super::os_error(&e), Some(libc::ENOSPC));
+        assert_eq!(crate::sys::errno(&e), Some(libc::ENOSPC));
         assert!(e.to_string().contains("/dev/full"), "{e}");
         // Control: a plain io::Error::new wrapper loses it.
         let plain = std::io::Error::new(e.kind(), e.to_string());
-        assert_eq!(super::os_error(&plain), None);
+        assert_eq!(crate::sys::errno(&plain), None);
     }
 
     #[test]

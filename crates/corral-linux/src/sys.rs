@@ -74,15 +74,19 @@ pub fn errno(e: &io::Error) -> Option<i32> {
     })
 }
 
-fn last_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
+/// `e` with `what` in front of its message, its errno kept (see [`errno`]).
+pub fn with_context(what: &str, e: &io::Error) -> io::Error {
     io::Error::new(
         e.kind(),
         SysError {
             message: format!("{what}: {e}"),
-            errno: e.raw_os_error().unwrap_or(0),
+            errno: errno(e).unwrap_or(0),
         },
     )
+}
+
+fn last_error(what: &str) -> io::Error {
+    with_context(what, &io::Error::last_os_error())
 }
 
 fn fd_result(rc: libc::c_long, what: &str) -> io::Result<OwnedFd> {

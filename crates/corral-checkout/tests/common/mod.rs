@@ -135,3 +135,12 @@ impl Victim {
         );
     }
 }
+
+/// A cache in a fresh temporary folder (kept alive by the returned guard).
+pub fn cache(
+    limits: corral_checkout::CacheLimits,
+) -> (tempfile::TempDir, corral_checkout::BaseCache) {
+    let t = tempfile::tempdir().unwrap();
+    let c = corral_checkout::BaseCache::open(&t.path().join("cache"), limits).unwrap();
+    (t, c)
+}
