@@ -30,6 +30,9 @@ command -v setcap >/dev/null || need_apt+=(libcap2-bin)
 command -v runsc >/dev/null || need_apt+=(runsc)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
   || need_apt+=(busybox-static)
+# `cargo xtask vm`: depmod indexes each guest kernel's modules, and the guests load modules
+# on demand with the host's modprobe, as a real host does.
+command -v depmod >/dev/null || [ -x /usr/sbin/depmod ] || need_apt+=(kmod)
 # The OCI runtime-spec JSON Schema (the exported config.json is validated against it).
 [ -f /usr/share/gocode/src/github.com/opencontainers/runtime-spec/schema/config-schema.json ] \
   || need_apt+=(golang-github-opencontainers-specs-dev)

@@ -125,6 +125,65 @@ pub fn run(root: &Path) -> Result<()> {
         a.extend(["--corral".to_owned(), corral.clone()]);
         crate::vm::run(root, &a)?;
     }
+    // The host's own systemd as the guests' init: corral started beside another process in
+    // an ordinary service (a login session's situation) gets a delegated scope of its own
+    // over D-Bus; without systemd (the busybox `session` layout) it refuses in one line that
+    // says why.
+    println!("==> Debian guests: real systemd, corral beside another process, cache on ext4");
+    crate::vm::run(
+        root,
+        &[
+            "--kernel".into(),
+            "all".into(),
+            "--layout".into(),
+            "systemd-session".into(),
+            "--tmp".into(),
+            "ext4".into(),
+            "--corral".into(),
+            corral.clone(),
+        ],
+    )?;
+    println!("==> Debian guest: a shared session scope without systemd is refused in one line");
+    crate::vm::run(
+        root,
+        &[
+            "--kernel".into(),
+            "6.12".into(),
+            "--layout".into(),
+            "session".into(),
+            "--tmp".into(),
+            "ext4".into(),
+            "--".into(),
+            format!(
+                "sh -c '{corral} probe > /root/probe.txt; test $? -eq 3 && grep \"also holds \
+                 processes that are not corral.s\" /root/probe.txt | grep -q \"systemd is not \
+                 this host.s init\"'"
+            ),
+        ],
+    )?;
+    // The cases whose judges and controls depend on the cgroup version and on the host's
+    // devices, in a 6.1 guest under systemd: the harness beside every corral, so each run
+    // asks systemd for its own scope.
+    println!("==> Debian guest: v2-sensitive qualification cases on kernel 6.1 under systemd");
+    crate::vm::run(
+        root,
+        &[
+            "--kernel".into(),
+            "6.1".into(),
+            "--layout".into(),
+            "systemd-service".into(),
+            "--tmp".into(),
+            "ext4".into(),
+            "--timeout".into(),
+            "1500".into(),
+            "--".into(),
+            format!(
+                "{} adversarial --corral {corral} --filter \
+                 PROC-04,PROC-06,NET-02,NET-13,CRED-02,RES-CPU-01",
+                me.display()
+            ),
+        ],
+    )?;
     println!("==> Debian guest: corral demo on kernel 6.1 in a Delegate=yes service");
     crate::vm::run(
         root,

@@ -21,7 +21,12 @@
 //!   pids` enabled down to it;
 //! - `session`: a login session scope, `/user.slice/user-0.slice/session-1.scope`, holding
 //!   corral and a sibling "shell" process, controllers delegated to the scope;
-//! - `undelegated`: a service whose parent enables no controllers for it.
+//! - `undelegated`: a service whose parent enables no controllers for it;
+//! - `systemd-service`, `systemd-session`: the host's own systemd (Debian 12's 252) is the
+//!   guest's init and the command its service's main process: a `Delegate=yes` service, or
+//!   an ordinary one where the command runs beside another process as in a login session's
+//!   scope. Where corral shares its cgroup (a harness beside it, the session's shell) it must
+//!   ask systemd over D-Bus for a delegated scope of its own.
 //!
 //! `/tmp` (`--tmp`): `tmpfs`, or `ext4` on a sparse virtio disk (Debian 12's default). corral's
 //! cache and data folders (`XDG_CACHE_HOME`, `XDG_DATA_HOME`) are put there too, since the
@@ -47,7 +52,14 @@ const KERNELS: &[(&str, &str)] = &[
     ),
 ];
 
-const LAYOUTS: &[&str] = &["root", "service", "session", "undelegated"];
+const LAYOUTS: &[&str] = &[
+    "root",
+    "service",
+    "session",
+    "undelegated",
+    "systemd-service",
+    "systemd-session",
+];
 const TMPS: &[&str] = &["tmpfs", "ext4"];
 
 /// Modules the init loads (with their dependencies from `modules.dep`), unless built in.
@@ -116,7 +128,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
             }
             other => bail!(
                 "unknown argument {other:?}; usage: cargo xtask vm [--kernel 6.1,6.12|all] \
-                 [--layout root,service,session,undelegated|all] [--tmp tmpfs,ext4|all] \
+                 [--layout root,service,session,undelegated,systemd-service,systemd-session|all] [--tmp tmpfs,ext4|all] \
                  [--timeout S] [--corral BIN] [--verbose] [-- COMMAND]"
             ),
         }
@@ -215,6 +227,19 @@ fn fetch_kernel(vm: &Path, name: &str, spec: &str) -> Result<Kernel> {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         run_ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))?;
+        // The package's postinst would run depmod: the guests' modprobe needs its index.
+        let version = std::fs::read_dir(dir.join("lib/modules"))?
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .next()
+            .context("no lib/modules in the kernel package")?;
+        run_ok(
+            Command::new("/usr/sbin/depmod")
+                .arg("-b")
+                .arg(&dir)
+                .arg(&version),
+        )
+        .context("depmod (apt-get install kmod)")?;
         std::fs::write(dir.join(".unpacked"), &package)?;
     }
     let boot = dir.join("boot");
@@ -389,17 +414,75 @@ mkdir -p /newroot/.corral-vm
 cp /vm.* /newroot/.corral-vm/
 cp /bin/busybox /newroot/.corral-vm/busybox
 for d in proc sys dev; do mount --move /$d /newroot/$d; done
+# The kernel's own modules where modprobe looks for them (the host has none for this kernel):
+# modules load on demand, as on a real host.
+MODS=$(cat /vm.modules)
+mkdir -p /newroot/lib/modules && ln -sfn "$MODS" "/newroot/lib/modules/${MODS##*/}"
+case "$(cat /vm.layout)" in
+  systemd-*)
+    # The host's own systemd as the guest's init, with one target of ours: the command's
+    # service (and D-Bus). No fstab: the root is already built and the host's disks are not
+    # the guest's.
+    for u in service target; do cp /vm.corral-vm.$u /newroot/etc/systemd/system/corral-vm.$u; done
+    : > /newroot/etc/fstab
+    # The host's root may carry a container marker; the guest is a VM, not a container.
+    rm -f /newroot/.dockerenv
+    exec switch_root /newroot /lib/systemd/systemd --unit=corral-vm.target ;;
+esac
 # A real root, not a chroot: user namespaces cannot be made from inside a chroot.
 exec switch_root /newroot /.corral-vm/busybox sh /.corral-vm/vm.stage2
 "#;
+
+/// The guest's target under systemd: the command's service and the system bus.
+const SYSTEMD_TARGET: &str = "[Unit]
+Description=corral-vm: the command
+Requires=corral-vm.service dbus.socket
+After=corral-vm.service
+AllowIsolate=yes
+";
+
+/// The command's service under systemd. `systemd-service`: a `Delegate=yes` service whose main
+/// process is the command. `systemd-session`: an ordinary service (no delegation) where the
+/// command runs beside another process, as in a login session's scope. The exit code is
+/// printed, and the guest powered off, once the main process has ended.
+fn systemd_service(layout: &str) -> String {
+    let delegate = if layout == "systemd-service" {
+        "Delegate=yes\n"
+    } else {
+        ""
+    };
+    format!(
+        "[Unit]
+Description=corral-vm: the command ({layout})
+Requires=dbus.socket
+After=dbus.socket basic.target
+[Service]
+Type=exec
+{delegate}ExecStart=/.corral-vm/busybox sh /.corral-vm/vm.stage2
+ExecStopPost=/.corral-vm/busybox sh -c 'echo \"corral-vm: exit $$EXIT_STATUS\" > /dev/console; /.corral-vm/busybox poweroff -f'
+StandardInput=null
+StandardOutput=tty
+StandardError=inherit
+TTYPath=/dev/console
+TTYReset=no
+TTYVHangup=no
+TimeoutStartSec=infinity
+"
+    )
+}
 
 /// Stage two, in the real root: cgroup v2, the layout, `/tmp`, the command.
 const STAGE2: &str = r#"B=/.corral-vm/busybox
 V=/.corral-vm
 off() { $B poweroff -f; }
-$B mount -t cgroup2 cgroup2 /sys/fs/cgroup || { echo "corral-vm: cgroup2 mount failed"; off; }
-$B mkdir -p /dev/shm /run /dev/pts
-$B mount -t tmpfs shm /dev/shm; $B mount -t tmpfs run /run; $B mount -t devpts pts /dev/pts
+LAYOUT=$($B cat $V/vm.layout)
+case "$LAYOUT" in
+  systemd-*) ;; # systemd mounted cgroup2, /run, /dev/shm and /dev/pts
+  *)
+    $B mount -t cgroup2 cgroup2 /sys/fs/cgroup || { echo "corral-vm: cgroup2 mount failed"; off; }
+    $B mkdir -p /dev/shm /run /dev/pts
+    $B mount -t tmpfs shm /dev/shm; $B mount -t tmpfs run /run; $B mount -t devpts pts /dev/pts ;;
+esac
 TMP=$($B cat $V/vm.tmp)
 # Host folders under /tmp the command needs (the checkout, when it lives there): the guest's
 # own /tmp hides the host's, so they are bound back at the same paths.
@@ -419,7 +502,6 @@ for k in $KEEP; do
   $B mkdir -p "$k" && $B mount --bind "$V/hosttmp/${k#/tmp/}" "$k" || echo "corral-vm: binding $k failed"
 done
 CG=/sys/fs/cgroup
-LAYOUT=$($B cat $V/vm.layout)
 enable() { echo "+cpu +memory +pids" > "$1/cgroup.subtree_control" || echo "corral-vm: enabling controllers in $1 failed"; }
 case "$LAYOUT" in
   root) TARGET=$CG ;;
@@ -435,6 +517,14 @@ case "$LAYOUT" in
   undelegated)
     $B mkdir -p $CG/system.slice/corral.service
     TARGET=$CG/system.slice/corral.service ;;
+  systemd-*)
+    TARGET=$CG$($B sed -n 's/^0:://p' /proc/self/cgroup)
+    if [ "$LAYOUT" = systemd-session ]; then $B sleep 100000 & fi
+    echo "corral-vm: kernel $($B uname -r), layout $LAYOUT ($TARGET, systemd $(/lib/systemd/systemd --version | $B head -1 | $B cut -d' ' -f2)), /tmp $TMP"
+    # The command is this service's main process (systemd prints its exit status).
+    cd "$($B cat $V/vm.cwd)" && HOME=/root XDG_CACHE_HOME=/tmp/.cache XDG_DATA_HOME=/tmp/.data \
+      PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin exec /bin/sh -c "exec $($B cat $V/vm.cmd)"
+    echo "corral-vm: exit 127"; off ;;
 esac
 echo "corral-vm: kernel $($B uname -r), layout $LAYOUT ($TARGET), /tmp $TMP"
 # The command alone in the layout's cgroup, as a unit's main process is: the shell moves
@@ -480,6 +570,24 @@ fn initramfs(kernel: &Kernel, layout: &str, tmp: &str, cwd: &Path, cmd: &str) ->
         kept_under_tmp(cwd, cmd).as_bytes(),
     );
     add("vm.stage2", 0o100_644, (0, 0), STAGE2.as_bytes());
+    add(
+        "vm.modules",
+        0o100_644,
+        (0, 0),
+        kernel.modules.to_string_lossy().as_bytes(),
+    );
+    add(
+        "vm.corral-vm.service",
+        0o100_644,
+        (0, 0),
+        systemd_service(layout).as_bytes(),
+    );
+    add(
+        "vm.corral-vm.target",
+        0o100_644,
+        (0, 0),
+        SYSTEMD_TARGET.as_bytes(),
+    );
     let mut order = Vec::new();
     for (name, data) in module_order(&kernel.modules)? {
         add(&format!("modules/{name}"), 0o100_644, (0, 0), &data);
@@ -537,7 +645,8 @@ fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -
         .arg(&initrd)
         .args([
             "-append",
-            "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all rdinit=/init",
+            "console=ttyS0 quiet loglevel=3 panic=-1 cgroup_no_v1=all rdinit=/init \
+             systemd.unit=corral-vm.target systemd.show_status=0",
         ])
         .args([
             "-virtfs",

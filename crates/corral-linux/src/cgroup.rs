@@ -92,7 +92,10 @@ impl Hierarchy {
                 continue;
             };
             if ctrls.is_empty() {
-                v2_path = Some(path.to_owned());
+                // corral's own leaf (see `enable_controllers`) is not where its groups go:
+                // they are its siblings, beneath the cgroup corral was started in.
+                let own_leaf = format!("/corral-supervisor-{}", std::process::id());
+                v2_path = Some(path.strip_suffix(&own_leaf).unwrap_or(path).to_owned());
             } else {
                 for c in ctrls.split(',') {
                     v1_paths.push((c.to_owned(), path.to_owned()));
@@ -141,8 +144,25 @@ impl Hierarchy {
         Err(why.join("; "))
     }
 
-    /// Detects the host's hierarchy.
+    /// Detects the host's hierarchy. On cgroup v2, when corral's cgroup cannot hold groups of
+    /// its own (its controllers are not delegated, or it also holds processes that are not
+    /// corral's) and systemd is the init, corral first asks systemd for a delegated transient
+    /// scope of its own (once per process; [`crate::systemd`]) and detects again.
     pub fn detect_host() -> Result<Self, String> {
+        let h = Self::detect_host_in_place()?;
+        if let Hierarchy::V2 { parent } = &h
+            && needs_own_scope(parent)
+            && crate::systemd::booted()
+            && SYSTEMD_SCOPE
+                .get_or_init(crate::systemd::start_delegated_scope)
+                .is_ok()
+        {
+            return Self::detect_host_in_place();
+        }
+        Ok(h)
+    }
+
+    fn detect_host_in_place() -> Result<Self, String> {
         let cg = fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
         let mi = fs::read_to_string("/proc/self/mountinfo")
@@ -162,7 +182,14 @@ impl Hierarchy {
     #[must_use]
     pub fn describe(&self) -> String {
         match self {
-            Hierarchy::V2 { parent } => format!("cgroup v2 beneath {}", parent.display()),
+            Hierarchy::V2 { parent } => match SYSTEMD_SCOPE.get() {
+                Some(Ok(unit)) => format!(
+                    "cgroup v2 beneath {} (the transient scope {unit} systemd delegated to \
+                     corral over D-Bus)",
+                    parent.display()
+                ),
+                _ => format!("cgroup v2 beneath {}", parent.display()),
+            },
             Hierarchy::V1 { parents } => {
                 let list: Vec<String> = parents
                     .iter()
@@ -267,6 +294,37 @@ pub fn stale_owner(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
+/// The transient scope systemd gave this process, or why it could not.
+static SYSTEMD_SCOPE: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+
+/// Whether corral's cgroup `group` cannot hold corral's groups as it is: a non-root cgroup
+/// (the root is exempt from "no internal processes") whose controllers are not delegated, or
+/// that holds processes other than corral.
+fn needs_own_scope(group: &Path) -> bool {
+    if !group.join("cgroup.type").exists() {
+        return false;
+    }
+    let available = fs::read_to_string(group.join("cgroup.controllers")).unwrap_or_default();
+    if !missing_controllers(&available).is_empty() {
+        return true;
+    }
+    let me = std::process::id().to_string();
+    fs::read_to_string(group.join("cgroup.procs"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .any(|p| p != me)
+}
+
+/// What asking systemd gave, for a refusal: empty when it was not asked.
+fn systemd_note() -> String {
+    match SYSTEMD_SCOPE.get() {
+        Some(Err(e)) => format!(" (asking systemd for a delegated scope failed: {e})"),
+        Some(Ok(unit)) => format!(" (in the transient scope {unit} systemd gave corral)"),
+        None if crate::systemd::booted() => String::new(),
+        None => " (systemd is not this host's init, so corral cannot ask it for one)".into(),
+    }
+}
+
 /// The controllers of [`V2_CONTROLLERS`] a `cgroup.controllers` text does not list.
 fn missing_controllers(available: &str) -> Vec<&'static str> {
     let have: Vec<&str> = available.split_whitespace().collect();
@@ -290,12 +348,13 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
     if !missing.is_empty() {
         return Err(io::Error::other(format!(
             "cgroup v2: controller(s) {} not delegated to corral's cgroup {} (its \
-             cgroup.controllers: {:?}); run corral in a unit that delegates them, for example \
+             cgroup.controllers: {:?}){}; run corral in a unit that delegates them, for example \
              `systemd-run --scope -p Delegate=yes corral ...`, or enable them in the parent's \
              cgroup.subtree_control",
             missing.join(", "),
             parent.display(),
-            available.trim()
+            available.trim(),
+            systemd_note()
         )));
     }
     match ensure_subtree_control(parent) {
@@ -310,13 +369,20 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
             match ensure_subtree_control(parent) {
                 Err(e) if crate::sys::errno(&e) == Some(libc::EBUSY) => {
                     let others = other_members(parent);
+                    // Back where corral was, and nothing left behind.
+                    let _ = write_file(
+                        &parent.join("cgroup.procs"),
+                        &std::process::id().to_string(),
+                    );
+                    let _ = fs::remove_dir(&leaf);
                     Err(io::Error::other(format!(
                         "cgroup v2: corral's cgroup {} also holds processes that are not \
-                         corral's ({}), so it cannot delegate controllers to corral's groups; \
+                         corral's ({}){}, so it cannot delegate controllers to corral's groups; \
                          run corral in a cgroup of its own, for example `systemd-run --scope \
                          -p Delegate=yes corral ...`",
                         parent.display(),
-                        others
+                        others,
+                        systemd_note()
                     )))
                 }
                 other => other,
@@ -749,6 +815,64 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn a_shared_or_undelegated_group_needs_a_scope_of_corrals_own() {
+        let d = tmpdir("scope");
+        let me = std::process::id();
+        // The root cgroup (no cgroup.type) is exempt from "no internal processes".
+        fs::write(d.join("cgroup.controllers"), "cpu memory pids").unwrap();
+        fs::write(d.join("cgroup.procs"), format!("1\n{me}\n")).unwrap();
+        assert!(!super::needs_own_scope(&d));
+        fs::write(d.join("cgroup.type"), "domain").unwrap();
+        // A login session's scope: the user's shell beside corral.
+        assert!(super::needs_own_scope(&d));
+        // corral alone, controllers delegated: it can make its own leaf.
+        fs::write(d.join("cgroup.procs"), format!("{me}\n")).unwrap();
+        assert!(!super::needs_own_scope(&d));
+        // Alone, but the controllers are not delegated.
+        fs::write(d.join("cgroup.controllers"), "memory pids").unwrap();
+        assert!(super::needs_own_scope(&d));
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn corrals_own_leaf_is_not_where_its_groups_go() {
+        let d = tmpdir("leaf");
+        let me = std::process::id();
+        fs::create_dir_all(d.join("sys/fs/cgroup/system.slice/x.service")).unwrap();
+        fs::write(
+            d.join("sys/fs/cgroup/cgroup.controllers"),
+            "cpuset cpu io memory pids",
+        )
+        .unwrap();
+        let h = Hierarchy::detect(
+            &d,
+            &format!("0::/system.slice/x.service/corral-supervisor-{me}\n"),
+            V2_MOUNTINFO,
+        )
+        .unwrap();
+        assert_eq!(
+            h,
+            Hierarchy::V2 {
+                parent: d.join("sys/fs/cgroup/system.slice/x.service")
+            }
+        );
+        // Another process's leaf is just a cgroup.
+        let other = Hierarchy::detect(
+            &d,
+            "0::/system.slice/x.service/corral-supervisor-1\n",
+            V2_MOUNTINFO,
+        )
+        .unwrap();
+        assert_eq!(
+            other,
+            Hierarchy::V2 {
+                parent: d.join("sys/fs/cgroup/system.slice/x.service/corral-supervisor-1")
+            }
+        );
+        let _ = fs::remove_dir_all(&d);
     }
 
     const V2_MOUNTINFO: &str = "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";

@@ -36,6 +36,7 @@ pub mod probe;
 pub mod seccomp;
 mod supervise;
 mod sys;
+pub mod systemd;
 pub mod usage;
 
 pub use probe::{Observation, Observations, ProbeReport, capabilities_from};

@@ -857,6 +857,15 @@ impl<'h> Ctx<'h> {
         vars: &BTreeMap<String, String>,
         how: &Control,
     ) -> Result<CtlObs> {
+        crate::adversarial::host::outside_sandbox(|| self.control_outside(spec, vars, how))
+    }
+
+    fn control_outside(
+        &mut self,
+        spec: &RunSpec,
+        vars: &BTreeMap<String, String>,
+        how: &Control,
+    ) -> Result<CtlObs> {
         self.runs += 1;
         let dir = self.dir.join(format!("control{}", self.runs));
         std::fs::create_dir_all(&dir)?;

@@ -84,12 +84,13 @@ pub fn snapshot(extra: &[&Path]) -> Snapshot {
         let v = std::fs::read_to_string(k).unwrap_or_else(|_| "<absent>".into());
         s.insert(format!("setting {k}"), v.trim().to_owned());
     }
-    let modules: Vec<String> = std::fs::read_to_string("/proc/modules")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-        .collect::<std::collections::BTreeSet<_>>()
+    let by_controls = CONTROL_MODULES
+        .lock()
+        .map(|m| m.clone())
+        .unwrap_or_default();
+    let modules: Vec<String> = loaded_modules()
         .into_iter()
+        .filter(|m| !by_controls.contains(m))
         .collect();
     s.insert("kernel modules".into(), modules.join(" "));
     for ipc in ["shm", "msg", "sem"] {
@@ -122,6 +123,33 @@ pub fn snapshot(extra: &[&Path]) -> Snapshot {
     mounts.sort();
     s.insert("host mounts".into(), mounts.join("\n"));
     s
+}
+
+/// Kernel modules the harness's own work outside the sandbox made the kernel load on demand
+/// (a control's `socket(AF_VSOCK)`, a veth pair for a control's namespace). Modules cannot
+/// be unloaded safely, so they are not held against the case; a module the sandbox made the
+/// kernel load before any control did still is.
+static CONTROL_MODULES: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+fn loaded_modules() -> std::collections::BTreeSet<String> {
+    std::fs::read_to_string("/proc/modules")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+/// Runs `f`, work of the harness outside the sandbox, and attributes the kernel modules
+/// loaded meanwhile to it (see [`CONTROL_MODULES`]).
+pub fn outside_sandbox<T>(f: impl FnOnce() -> T) -> T {
+    let before = loaded_modules();
+    let out = f();
+    let new: Vec<String> = loaded_modules().difference(&before).cloned().collect();
+    if let Ok(mut m) = CONTROL_MODULES.lock() {
+        m.extend(new);
+    }
+    out
 }
 
 fn describe_file(p: &Path) -> String {

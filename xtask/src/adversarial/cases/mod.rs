@@ -101,13 +101,19 @@ pub fn describe(run: &RunObs) -> String {
         run.termination(),
         run.exit_code(),
         run.elapsed.as_secs_f64(),
-        if run.has_manifest() {
-            String::new()
-        } else {
+        if !run.has_manifest() {
             format!(
                 ", no manifest: {}",
                 super::harness::truncate(&run.corral_stderr, 300)
             )
+        } else if run.exit == 3 {
+            // A capability missing: corral's stderr says which, and why.
+            format!(
+                ", corral said: {}",
+                super::harness::truncate(run.corral_stderr.trim(), 400)
+            )
+        } else {
+            String::new()
         }
     )
 }

@@ -200,6 +200,42 @@ const LAB_ADDRS: &[&str] = &[
 ];
 
 impl Lab {
+    /// A network namespace of the case's own, `corral-adv-wired-<n>`, holding a veth pair
+    /// with an address and so an IPv4 route off lo (deleted at cleanup).
+    fn wired_netns(ctx: &mut Ctx) -> Result<String> {
+        let ns = format!("corral-adv-wired-{}", ctx.n);
+        let mounted = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.split(' ').nth(4) == Some("/run/netns"));
+        let existed = std::path::Path::new("/run/netns").exists();
+        {
+            let ns = ns.clone();
+            ctx.on_cleanup(move || {
+                let _ = sh(&format!("ip netns del {ns}"));
+                if !mounted {
+                    let _ = sh("umount /run/netns");
+                }
+                if !existed {
+                    let _ = std::fs::remove_dir("/run/netns");
+                }
+            });
+        }
+        for c in [
+            format!("ip netns add {ns}"),
+            format!("ip -n {ns} link add corral-v0 type veth peer name corral-v1"),
+            format!("ip -n {ns} addr add 198.19.77.1/24 dev corral-v0"),
+            format!("ip -n {ns} link set corral-v1 up"),
+            format!("ip -n {ns} link set corral-v0 up"),
+        ] {
+            let (ok, out) = sh(&c);
+            if !ok {
+                bail!("{c}: {out}");
+            }
+        }
+        Ok(ns)
+    }
+
     /// Builds the lab namespace and starts the daemon in it (deleted/killed at cleanup).
     fn start(ctx: &mut Ctx) -> Result<Self> {
         let k = LABS.fetch_add(1, Ordering::SeqCst);
@@ -696,8 +732,10 @@ fn net_02(ctx: &mut Ctx) -> Result<Verdict> {
     for at in ["198.18.0.10:8080", "[fd00:77::10]:80"] {
         breach_events(&mut j, &lab.tcp(at), "a lab listener saw the sandbox");
     }
-    // Controls: as root in the lab (traffic, raw sockets), and as uid 65534 in the host's
-    // namespace (interfaces and routes only: no traffic leaves the lab).
+    // Controls: as root in the lab (traffic, raw sockets), and as uid 65534 in a namespace
+    // of the case's own with a veth pair and an IPv4 route (interfaces and routes only: no
+    // traffic leaves the lab). Not the host's namespace: a guest without network devices
+    // has nothing but lo there, and the control must fire on every host.
     let ctl = ctx.control(&spec.clone().args(["lab"]), &v, &lab.control(true))?;
     control_escapes(
         ctx,
@@ -718,10 +756,14 @@ fn net_02(ctx: &mut Ctx) -> Result<Verdict> {
         !lab.tcp("198.18.0.10:8080").is_empty() && !lab.tcp("[fd00:77::10]:80").is_empty(),
         "the lab TCP listeners logged the control's connections",
     );
+    let wired = crate::adversarial::host::outside_sandbox(|| Lab::wired_netns(ctx))?;
     let host = ctx.control(
         &RunSpec::new("NET-02.py").args(["host"]),
         &v,
-        &Control::default(),
+        &Control {
+            netns: Some(wired),
+            ..Control::default()
+        },
     )?;
     control_escapes(
         ctx,

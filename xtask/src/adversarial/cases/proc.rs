@@ -959,12 +959,8 @@ fn proc_06(ctx: &mut Ctx) -> Result<Verdict> {
     );
     for (k, s) in &workers {
         for c in &s.cgroups {
-            let pids_line = c
-                .split(' ')
-                .find(|l| l.contains(":pids:"))
-                .unwrap_or_default();
             j.breach(
-                !pids_line.contains("/corral-"),
+                !in_run_group(c),
                 format!(
                     "sandbox pid {} seen outside corral's group: {}",
                     k.0,
@@ -974,11 +970,15 @@ fn proc_06(ctx: &mut Ctx) -> Result<Verdict> {
         }
     }
     judge_survivors(ctx, &log, &mut j);
-    // Control: the same writes as root outside, confined to decoy groups the harness owns.
-    let decoys = [
-        PathBuf::from(format!("/sys/fs/cgroup/pids/corral-adv-{n}")),
-        PathBuf::from(format!("/sys/fs/cgroup/unified/corral-adv-{n}")),
-    ];
+    // Control: the same writes as root outside, confined to decoy groups the harness owns
+    // (on pure cgroup v2, beneath the harness's own cgroup).
+    let decoys = match harness_v2_cgroup() {
+        Some(own) => vec![own.join(format!("corral-adv-{n}"))],
+        None => vec![
+            PathBuf::from(format!("/sys/fs/cgroup/pids/corral-adv-{n}")),
+            PathBuf::from(format!("/sys/fs/cgroup/unified/corral-adv-{n}")),
+        ],
+    };
     let mut made = Vec::new();
     for d in &decoys {
         if std::fs::create_dir(d).is_ok() {
@@ -1022,6 +1022,40 @@ fn proc_06(ctx: &mut Ctx) -> Result<Verdict> {
     ));
     j.note(truncate(run.out().lines().next().unwrap_or_default(), 200));
     Ok(j.verdict())
+}
+
+/// Whether a `/proc/<pid>/cgroup` reading (lines joined by spaces) puts the task in one of
+/// corral's run groups, `corral-<pid>-<n>` (its descendants included): on cgroup v1 the
+/// `pids` hierarchy's line, on pure cgroup v2 the unified `0::` line. corral's own scope or
+/// leaf (`corral-scope-...`, `corral-supervisor-...`) is not a run group.
+fn in_run_group(reading: &str) -> bool {
+    let lines: Vec<&str> = reading.split(' ').collect();
+    let line = lines
+        .iter()
+        .find(|l| l.contains(":pids:"))
+        .or_else(|| lines.iter().find(|l| l.starts_with("0::")))
+        .copied()
+        .unwrap_or_default();
+    let path = line.splitn(3, ':').nth(2).unwrap_or_default();
+    path.split('/').any(|part| {
+        part.strip_prefix("corral-").is_some_and(|rest| {
+            let ids: Vec<&str> = rest.split('-').collect();
+            ids.len() == 2
+                && ids
+                    .iter()
+                    .all(|x| !x.is_empty() && x.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
+}
+
+/// The harness's own cgroup on a pure cgroup v2 host (`None` on v1 or hybrid hosts).
+fn harness_v2_cgroup() -> Option<PathBuf> {
+    if !Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        return None;
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+    Some(Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/')))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1117,5 +1151,24 @@ fn zombie_reaped(pid: u32, start: u64) -> bool {
             return false;
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_run_group;
+
+    #[test]
+    fn run_groups_are_recognised_on_v1_and_v2() {
+        assert!(in_run_group("12:pids:/corral-77-0 0::/"));
+        assert!(in_run_group(
+            "0::/system.slice/corral-scope-9-1.scope/corral-9-0/init"
+        ));
+        assert!(!in_run_group("0::/system.slice/corral-scope-9-1.scope"));
+        assert!(!in_run_group(
+            "0::/system.slice/corral-vm.service/corral-supervisor-9"
+        ));
+        assert!(!in_run_group("12:pids:/ 0::/corral-1-2"));
+        assert!(!in_run_group("0::/corral-adv-x"));
     }
 }
