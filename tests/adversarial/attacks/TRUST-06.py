@@ -189,7 +189,7 @@ if MODE == "fail":
     sys.exit(3)
 if MODE == "sleep":
     say(f"SLEEPING {MARK}")
-    time.sleep(30)
+    time.sleep(600)
     say(f"WOKE {MARK}: outlived the wall budget")
 elif MODE == "balloon":
     chunks = []
