@@ -41,16 +41,24 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-/// The kernels of the matrix: a name and how to find its Debian package.
-const KERNELS: &[(&str, &str)] = &[
+/// The kernels of the matrix: a name, the Debian suite (`None`: the host's own apt sources)
+/// and how to find its package there.
+const KERNELS: &[(&str, Option<&str>, &str)] = &[
     // Debian 12's kernel: the package the `linux-image-amd64` metapackage depends on.
-    ("6.1", "meta:linux-image-amd64"),
+    ("6.1", None, "meta:linux-image-amd64"),
     // Debian 12's newer kernel (bookworm's own 6.12 packages).
     (
         "6.12",
+        None,
         "search:^linux-image-6\\.12\\.[0-9]+\\+deb12-amd64-unsigned$",
     ),
+    // Debian 13's backports kernel (7.x), from an apt configuration of the tool's own under
+    // `target/vm/apt/`: the host's sources are never changed.
+    ("7.x", Some("trixie-backports"), "meta:linux-image-amd64"),
 ];
+
+/// Modules a kernel may build in or not have at all (7.x has no `crc32c_generic`).
+const OPTIONAL_MODULES: &[&str] = &["crc32c_generic"];
 
 const LAYOUTS: &[&str] = &[
     "root",
@@ -127,7 +135,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
                 break;
             }
             other => bail!(
-                "unknown argument {other:?}; usage: cargo xtask vm [--kernel 6.1,6.12|all] \
+                "unknown argument {other:?}; usage: cargo xtask vm [--kernel 6.1,6.12,7.x|all] \
                  [--layout root,service,session,undelegated,systemd-service,systemd-session|all] [--tmp tmpfs,ext4|all] \
                  [--timeout S] [--corral BIN] [--verbose] [-- COMMAND]"
             ),
@@ -164,18 +172,96 @@ fn run_ok(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// apt's options for a suite of the tool's own: its sources, lists and downloads under
+/// `target/vm/apt/<suite>/`, nothing of the host's apt state read or written. The index is
+/// fetched once (`apt-get update` with these options); the host's keyring checks it.
+fn apt_options(vm: &Path, suite: Option<&str>) -> Result<Vec<String>> {
+    let Some(suite) = suite else {
+        return Ok(Vec::new());
+    };
+    let dir = vm.join("apt").join(suite);
+    let opts: Vec<String> = [
+        format!(
+            "Dir::Etc::SourceList={}",
+            dir.join("sources.list").display()
+        ),
+        "Dir::Etc::SourceParts=/dev/null".to_owned(),
+        format!("Dir::State::Lists={}", dir.join("lists").display()),
+        "Dir::State::status=/dev/null".to_owned(),
+        format!("Dir::Cache::Archives={}", dir.join("archives").display()),
+        "Dir::Cache::pkgcache=".to_owned(),
+        "Dir::Cache::srcpkgcache=".to_owned(),
+        "Acquire::Languages=none".to_owned(),
+        "APT::Architecture=amd64".to_owned(),
+        "APT::Sandbox::User=root".to_owned(),
+    ]
+    .into_iter()
+    .flat_map(|o| ["-o".to_owned(), o])
+    .collect();
+    if !dir.join(".updated").exists() {
+        for sub in ["lists/partial", "archives/partial"] {
+            std::fs::create_dir_all(dir.join(sub))?;
+        }
+        std::fs::write(
+            dir.join("sources.list"),
+            format!(
+                "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] \
+                 http://deb.debian.org/debian {suite} main\n"
+            ),
+        )?;
+        run_ok(Command::new("apt-get").args(&opts).args(["update", "-q"]))
+            .with_context(|| format!("fetching the {suite} package index"))?;
+        std::fs::write(dir.join(".updated"), suite)?;
+    }
+    Ok(opts)
+}
+
+/// The Debian packages of a kernel entry: the image package, and where the image is split
+/// (Debian's 7.x packaging: `linux-image-*` depends on `linux-binary-*` for the kernel,
+/// `linux-modules-*` for its modules and `linux-base-<version>` for `modules.builtin`) those
+/// parts too.
+fn packages_of(apt: &[String], spec: &str) -> Result<Vec<String>> {
+    let image = package_of(apt, spec)?;
+    let show = run_ok(Command::new("apt-cache").args(apt).args(["show", &image]))?;
+    let depends = show
+        .lines()
+        .find_map(|l| l.strip_prefix("Depends: "))
+        .unwrap_or("");
+    let mut out = vec![image];
+    for d in depends.split([',', '|']) {
+        let name = d.split_whitespace().next().unwrap_or("");
+        // linux-base-<version> (not linux-base itself) holds modules.builtin and .order.
+        let versioned_base =
+            name.starts_with("linux-base-") && name[11..].starts_with(|c: char| c.is_ascii_digit());
+        if (name.starts_with("linux-binary-")
+            || name.starts_with("linux-modules-")
+            || versioned_base)
+            && !out.iter().any(|p| p == name)
+        {
+            out.push(name.to_owned());
+        }
+    }
+    Ok(out)
+}
+
 /// The Debian package name for a kernel entry.
-fn package_of(spec: &str) -> Result<String> {
+fn package_of(apt: &[String], spec: &str) -> Result<String> {
     if let Some(meta) = spec.strip_prefix("meta:") {
-        let deps = run_ok(Command::new("apt-cache").args(["depends", meta]))?;
+        let deps = run_ok(Command::new("apt-cache").args(apt).args(["depends", meta]))?;
         return deps
             .lines()
-            .find_map(|l| l.trim().strip_prefix("Depends: "))
-            .map(|s| s.trim().to_owned())
-            .with_context(|| format!("{meta} has no Depends line in apt-cache"));
+            .filter_map(|l| l.trim().strip_prefix("Depends: "))
+            .map(str::trim)
+            .find(|d| d.starts_with("linux-image-"))
+            .map(str::to_owned)
+            .with_context(|| format!("{meta} depends on no linux-image-* package"));
     }
     let re = spec.strip_prefix("search:").context("kernel spec")?;
-    let found = run_ok(Command::new("apt-cache").args(["search", "--names-only", re]))?;
+    let found = run_ok(
+        Command::new("apt-cache")
+            .args(apt)
+            .args(["search", "--names-only", re]),
+    )?;
     let mut names: Vec<String> = found
         .lines()
         .filter_map(|l| l.split(" - ").next())
@@ -203,30 +289,39 @@ struct Kernel {
     modules: PathBuf,
 }
 
-fn fetch_kernel(vm: &Path, name: &str, spec: &str) -> Result<Kernel> {
-    let package = package_of(spec)?;
+fn fetch_kernel(vm: &Path, name: &str, suite: Option<&str>, spec: &str) -> Result<Kernel> {
+    let apt = apt_options(vm, suite)?;
+    let packages = packages_of(&apt, spec)?;
+    let package = packages[0].clone();
     let dir = vm.join("kernels").join(&package);
     if !dir.join(".unpacked").exists() {
         let debs = vm.join("debs");
         std::fs::create_dir_all(&debs)?;
-        // apt-get download needs no change to the host's sources or state.
-        run_ok(
-            Command::new("apt-get")
-                .args(["download", "-q", &package])
-                .current_dir(&debs),
-        )?;
-        let deb = std::fs::read_dir(&debs)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("{package}_")) && n.ends_with(".deb"))
-            })
-            .with_context(|| format!("apt-get download left no {package} .deb"))?;
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        run_ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))?;
+        for p in &packages {
+            // apt-get download needs no change to the host's sources or state.
+            run_ok(
+                Command::new("apt-get")
+                    .args(&apt)
+                    .args(["download", "-q", p])
+                    .current_dir(&debs),
+            )?;
+            let deb = std::fs::read_dir(&debs)?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|f| {
+                    f.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(&format!("{p}_")) && n.ends_with(".deb"))
+                })
+                .with_context(|| format!("apt-get download left no {p} .deb"))?;
+            run_ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir))?;
+        }
+        // Debian 13's packages put the modules under usr/lib; depmod -b looks in lib.
+        if !dir.join("lib").exists() && dir.join("usr/lib/modules").is_dir() {
+            std::os::unix::fs::symlink("usr/lib", dir.join("lib"))?;
+        }
         // The package's postinst would run depmod: the guests' modprobe needs its index.
         let version = std::fs::read_dir(dir.join("lib/modules"))?
             .filter_map(Result::ok)
@@ -240,10 +335,17 @@ fn fetch_kernel(vm: &Path, name: &str, spec: &str) -> Result<Kernel> {
                 .arg(&version),
         )
         .context("depmod (apt-get install kmod)")?;
-        std::fs::write(dir.join(".unpacked"), &package)?;
+        std::fs::write(dir.join(".unpacked"), packages.join(" "))?;
     }
-    let boot = dir.join("boot");
-    let vmlinuz = std::fs::read_dir(&boot)?
+    let modules = std::fs::read_dir(dir.join("lib/modules"))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .next()
+        .context("no lib/modules in the kernel package")?;
+    // boot/vmlinuz-<version> (Debian 12), or lib/modules/<version>/vmlinuz (Debian 13).
+    let vmlinuz = std::fs::read_dir(dir.join("boot"))
+        .into_iter()
+        .flatten()
         .filter_map(Result::ok)
         .map(|e| e.path())
         .find(|p| {
@@ -251,12 +353,8 @@ fn fetch_kernel(vm: &Path, name: &str, spec: &str) -> Result<Kernel> {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("vmlinuz-"))
         })
+        .or_else(|| Some(modules.join("vmlinuz")).filter(|p| p.is_file()))
         .context("no vmlinuz in the kernel package")?;
-    let modules = std::fs::read_dir(dir.join("lib/modules"))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .next()
-        .context("no lib/modules in the kernel package")?;
     Ok(Kernel {
         name: name.to_owned(),
         package,
@@ -357,7 +455,7 @@ fn module_order(modules: &Path) -> Result<Vec<(String, Vec<u8>)>> {
                     stack.push((d, false));
                 }
             }
-            None if is_builtin(&name) => {}
+            None if is_builtin(&name) || OPTIONAL_MODULES.contains(&name.as_str()) => {}
             None => bail!("module {name} is neither a module nor built in"),
         }
     }
@@ -425,6 +523,9 @@ case "$(cat /vm.layout)" in
     # the guest's.
     for u in service target; do cp /vm.corral-vm.$u /newroot/etc/systemd/system/corral-vm.$u; done
     : > /newroot/etc/fstab
+    # Nor may systemd-tmpfiles empty /tmp at boot (tmp.conf's `D /tmp`): the host's folders
+    # there (a checkout, as CI's) are bound back into the guest's own /tmp.
+    mkdir -p /newroot/etc/tmpfiles.d && : > /newroot/etc/tmpfiles.d/tmp.conf
     # The host's root may carry a container marker; the guest is a VM, not a container.
     rm -f /newroot/.dockerenv
     exec switch_root /newroot /lib/systemd/systemd --unit=corral-vm.target ;;
@@ -487,7 +588,11 @@ TMP=$($B cat $V/vm.tmp)
 # Host folders under /tmp the command needs (the checkout, when it lives there): the guest's
 # own /tmp hides the host's, so they are bound back at the same paths.
 KEEP=$($B cat $V/vm.keep)
-if [ -n "$KEEP" ]; then $B mkdir -p $V/hosttmp && $B mount --bind /tmp $V/hosttmp; fi
+# Private: under systemd the root is a shared mount, and the guest's /tmp mounted below would
+# otherwise propagate onto this bind too and hide the host's folders.
+if [ -n "$KEEP" ]; then
+  $B mkdir -p $V/hosttmp && $B mount --bind /tmp $V/hosttmp && $B mount --make-rprivate $V/hosttmp
+fi
 if [ "$TMP" = ext4 ]; then
   # The disk's node appears when virtio_blk's probe finishes (asynchronously): wait for it,
   # at most 10 s.
@@ -753,11 +858,11 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let vm = root.join("target/vm");
     std::fs::create_dir_all(&vm)?;
     let mut rows = Vec::new();
-    for (name, spec) in KERNELS
+    for (name, suite, spec) in KERNELS
         .iter()
         .filter(|k| o.kernels.iter().any(|n| n == k.0))
     {
-        let k = fetch_kernel(&vm, name, spec)?;
+        let k = fetch_kernel(&vm, name, *suite, spec)?;
         for layout in &o.layouts {
             for tmp in &o.tmps {
                 let r = boot(&vm, &k, layout, tmp, &o, root)?;
