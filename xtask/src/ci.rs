@@ -98,10 +98,10 @@ pub fn run(root: &Path) -> Result<()> {
     let corral = corral.to_string_lossy().into_owned();
     for (what, args) in [
         (
-            "kernels 6.1 and 6.12, root and service layouts, cache on ext4",
+            "kernels 6.1, 6.12 and 7.x, root and service layouts, cache on ext4",
             vec![
                 "--kernel",
-                "all",
+                "6.1,6.12,7.x",
                 "--layout",
                 "root,service",
                 "--tmp",
@@ -134,7 +134,7 @@ pub fn run(root: &Path) -> Result<()> {
         root,
         &[
             "--kernel".into(),
-            "all".into(),
+            "6.1,6.12,7.x".into(),
             "--layout".into(),
             "systemd-session".into(),
             "--tmp".into(),
@@ -189,10 +189,15 @@ pub fn run(root: &Path) -> Result<()> {
             format!("{corral} demo"),
         ],
     )?;
-    // Last, the longest: the whole qualification suite in Debian 12's 6.1 guest, pure cgroup
-    // v2, under systemd, corral's harness as a `Delegate=yes` service's main process (so every
-    // corral beside it gets a delegated scope of its own). About 40 min under TCG.
-    println!("==> Debian guest: the whole qualification suite on kernel 6.1 under systemd");
+    // Last: the qualification cases a pure cgroup v2 host with loadable modules and no
+    // network device showed to depend on the host (PROC-06's v2 judge, NET-02's and NET-13's
+    // controls, KRN-06's module autoload through socket protocols, FS-11's logind mounts,
+    // CRED-02, RES-CPU-01), in Debian 12's 6.1 guest under systemd with the harness as a
+    // `Delegate=yes` service's main process, so every corral beside it gets a delegated
+    // scope of its own. The whole suite there (27 min under TCG) is not in CI yet: PROC-04's
+    // watcher control, SIG-01's wall budget and FS-10's `su` control still depend on the
+    // guest's speed or its PAM (ADR-0060).
+    println!("==> Debian guest: host-dependent qualification cases on kernel 6.1 under systemd");
     crate::vm::run(
         root,
         &[
@@ -203,11 +208,15 @@ pub fn run(root: &Path) -> Result<()> {
             "--tmp".into(),
             "ext4".into(),
             "--timeout".into(),
-            "3600".into(),
+            "1500".into(),
             // Every case's line in CI's log, whatever the outcome.
             "--verbose".into(),
             "--".into(),
-            format!("{} adversarial --corral {corral}", me.display()),
+            format!(
+                "{} adversarial --corral {corral} --filter \
+                 PROC-06,NET-02,NET-13,CRED-02,RES-CPU-01,KRN-06,FS-11",
+                me.display()
+            ),
         ],
     )?;
     println!("ci: all steps passed");

@@ -321,6 +321,9 @@ fn systemd_note() -> String {
         Some(Err(e)) => format!(" (asking systemd for a delegated scope failed: {e})"),
         Some(Ok(unit)) => format!(" (in the transient scope {unit} systemd gave corral)"),
         None if crate::systemd::booted() => String::new(),
+        None if Path::new("/run/systemd/system").is_dir() => {
+            " (corral asks systemd for one only when run as root)".into()
+        }
         None => " (systemd is not this host's init, so corral cannot ask it for one)".into(),
     }
 }

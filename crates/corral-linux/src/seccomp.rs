@@ -66,6 +66,15 @@ pub const TIOCSETD: u32 = 0x5423;
 /// whose socket file lies under a folder the sandbox sees read-only would be reachable
 /// (adversarial case NET-05). ADR-0011.
 pub const ALLOWED_FAMILIES: &[u32] = &[2, 10];
+/// Protocols the worker may ask `socket()` for within those families: the default (0),
+/// ICMP, TCP, UDP and ICMPv6. Any other number makes the kernel load the protocol's module
+/// on demand when it is not built in: in a Debian 6.1 guest `socket(AF_INET, SOCK_STREAM,
+/// IPPROTO_SCTP)` from inside the sandbox loaded `sctp`, `udp_tunnel` and `ip6_udp_tunnel`
+/// into the host kernel (adversarial case KRN-06; a development host without loadable
+/// modules never showed it). Refused with EPROTONOSUPPORT, what a kernel without the
+/// protocol answers, so programs that probe (MPTCP, SCTP) fall back. ADR-0011.
+pub const ALLOWED_PROTOCOLS: &[u32] = &[0, 1, 6, 17, 58];
+const EPROTONOSUPPORT: i32 = 93;
 /// Families for `socketpair()`: AF_UNIX only (connected pairs reach nothing outside; programs
 /// use them for their own children's stdio and IPC).
 pub const SOCKETPAIR_FAMILIES: &[u32] = &[1];
@@ -223,6 +232,17 @@ pub const RULES: &[Rule] = &[
             allowed: ALLOWED_FAMILIES,
         },
         errno: EPERM,
+    },
+    // Protocols (KRN-06 module autoload), low 32 bits of the protocol.
+    Rule {
+        name: "socket",
+        x86_64: Some(41),
+        aarch64: Some(198),
+        cond: Cond::ArgNotIn {
+            arg: 2,
+            allowed: ALLOWED_PROTOCOLS,
+        },
+        errno: EPROTONOSUPPORT,
     },
     Rule {
         name: "socketpair",
@@ -511,6 +531,31 @@ mod tests {
                 EPERM_RET
             );
         }
+    }
+
+    #[test]
+    fn socket_protocols_that_autoload_modules_are_refused() {
+        const NOPROTO: u32 = SECCOMP_RET_ERRNO | 93;
+        // SCTP, DCCP, UDP-Lite, MPTCP, L2TP over IP, and 132 with a high bit set.
+        for proto in [132u64, 33, 136, 262, 115, 132 | (1 << 32)] {
+            assert_eq!(run(X, 41, [2, 1, proto, 0, 0, 0]), NOPROTO, "{proto}");
+            assert_eq!(run(A, 198, [10, 1, proto, 0, 0, 0]), NOPROTO, "{proto}");
+        }
+        // Control: what programs use stays allowed (and a high bit is truncated away).
+        for (fam, ty, proto) in [
+            (2u64, 1u64, 0u64),
+            (2, 1, 6),
+            (10, 2, 17),
+            (2, 2, 1),
+            (10, 2, 58),
+        ] {
+            assert_eq!(run(X, 41, [fam, ty, proto, 0, 0, 0]), SECCOMP_RET_ALLOW);
+            assert_eq!(run(A, 198, [fam, ty, proto, 0, 0, 0]), SECCOMP_RET_ALLOW);
+        }
+        assert_eq!(
+            run(X, 41, [2, 1, 6 | (1 << 32), 0, 0, 0]),
+            SECCOMP_RET_ALLOW
+        );
     }
 
     #[test]

@@ -19,10 +19,15 @@ use zbus::zvariant::{OwnedObjectPath, Value};
 /// How long systemd may take to start the scope (a slow emulated guest takes ~1 s).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Whether systemd is this host's init (`sd_booted()`'s test).
+/// Whether systemd is this host's init (`sd_booted()`'s test) and corral may ask its system
+/// manager: as root. An ordinary user's scope would come from the user manager over the
+/// user bus (rootless mode, not built yet); asking the system manager would only meet
+/// polkit.
 #[must_use]
 pub fn booted() -> bool {
-    Path::new("/run/systemd/system").is_dir()
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    root && Path::new("/run/systemd/system").is_dir()
 }
 
 /// Asks systemd for a transient scope holding this process, delegated to it, and waits until

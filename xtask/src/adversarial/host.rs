@@ -117,6 +117,12 @@ pub fn snapshot(extra: &[&Path]) -> Snapshot {
         .filter_map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
             let sep = f.iter().position(|x| *x == "-")?;
+            // systemd-logind's per-user runtime folders come and go with logins (a control's
+            // `su` opens a PAM session, and the folder is unmounted when the user's last
+            // session has ended, some seconds later): not the sandbox's doing.
+            if f.get(4)?.starts_with("/run/user/") {
+                return None;
+            }
             Some(format!("{} {} {}", f.get(4)?, f.get(sep + 1)?, f.get(5)?))
         })
         .collect();
