@@ -105,6 +105,10 @@ pub const DENY_IOCTLS: &[u64] = &[0x5412, 0x541C, 0x541D, 0x5423];
 pub const ALLOWED_FAMILIES: &[u64] = &[2, 10];
 /// Families `socketpair` may create: AF_UNIX.
 pub const SOCKETPAIR_FAMILIES: &[u64] = &[1];
+/// Protocols `socket` may ask for: 0, ICMP, TCP, UDP, ICMPv6 (any other number can make the
+/// kernel load a protocol module; ADR-0011). Others get EPROTONOSUPPORT.
+pub const ALLOWED_PROTOCOLS: &[u64] = &[0, 1, 6, 17, 58];
+const EPROTONOSUPPORT: u32 = 93;
 
 const EPERM: u32 = 1;
 const ENOSYS: u32 = 38;
@@ -216,20 +220,25 @@ pub fn seccomp() -> Result<LinuxSeccomp, ExportError> {
             vec![(1, 0xffff_ffff, Some(*req), ScmpCmpMaskedEq)],
         )?);
     }
-    // Families outside each list: each value below the list's top by equality, everything
+    // Values outside each list: each value below the list's top by equality, everything
     // above it (which also catches values with high bits set) by one comparison.
-    for (name, allowed) in [
-        ("socket", ALLOWED_FAMILIES),
-        ("socketpair", SOCKETPAIR_FAMILIES),
+    for (name, arg, allowed, errno) in [
+        ("socket", 0, ALLOWED_FAMILIES, EPERM),
+        ("socketpair", 0, SOCKETPAIR_FAMILIES, EPERM),
+        ("socket", 2, ALLOWED_PROTOCOLS, EPROTONOSUPPORT),
     ] {
         let top = allowed.iter().copied().max().unwrap_or(0);
-        for family in (0..=top).filter(|f| !allowed.contains(f)) {
-            rules.push(syscall(&[name], EPERM, vec![(0, family, None, ScmpCmpEq)])?);
+        for value in (0..=top).filter(|f| !allowed.contains(f)) {
+            rules.push(syscall(
+                &[name],
+                errno,
+                vec![(arg, value, None, ScmpCmpEq)],
+            )?);
         }
         rules.push(syscall(
             &[name],
-            EPERM,
-            vec![(0, top + 1, None, ScmpCmpGe)],
+            errno,
+            vec![(arg, top + 1, None, ScmpCmpGe)],
         )?);
     }
     LinuxSeccompBuilder::default()
