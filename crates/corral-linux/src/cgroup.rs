@@ -152,7 +152,7 @@ impl Hierarchy {
         let h = Self::detect_host_in_place()?;
         if let Hierarchy::V2 { parent } = &h
             && needs_own_scope(parent)
-            && crate::systemd::booted()
+            && crate::systemd::may_ask()
             && SYSTEMD_SCOPE
                 .get_or_init(crate::systemd::start_delegated_scope)
                 .is_ok()
@@ -309,10 +309,16 @@ fn needs_own_scope(group: &Path) -> bool {
         return true;
     }
     let me = std::process::id().to_string();
+    members(group).iter().any(|p| *p != me)
+}
+
+/// The pids directly in `group` (its `cgroup.procs`), empty when unreadable.
+fn members(group: &Path) -> Vec<String> {
     fs::read_to_string(group.join("cgroup.procs"))
         .unwrap_or_default()
         .split_whitespace()
-        .any(|p| p != me)
+        .map(str::to_owned)
+        .collect()
 }
 
 /// What asking systemd gave, for a refusal: empty when it was not asked.
@@ -320,8 +326,8 @@ fn systemd_note() -> String {
     match SYSTEMD_SCOPE.get() {
         Some(Err(e)) => format!(" (asking systemd for a delegated scope failed: {e})"),
         Some(Ok(unit)) => format!(" (in the transient scope {unit} systemd gave corral)"),
-        None if crate::systemd::booted() => String::new(),
-        None if Path::new("/run/systemd/system").is_dir() => {
+        None if crate::systemd::may_ask() => String::new(),
+        None if crate::systemd::is_init() => {
             " (corral asks systemd for one only when run as root)".into()
         }
         None => " (systemd is not this host's init, so corral cannot ask it for one)".into(),
@@ -397,9 +403,8 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
 
 /// Up to five `pid (comm)` of the processes directly in `group`, for a refusal.
 fn other_members(group: &Path) -> String {
-    let procs = fs::read_to_string(group.join("cgroup.procs")).unwrap_or_default();
-    let list: Vec<String> = procs
-        .split_whitespace()
+    let list: Vec<String> = members(group)
+        .into_iter()
         .take(5)
         .map(|pid| {
             let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();

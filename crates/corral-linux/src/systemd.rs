@@ -19,15 +19,20 @@ use zbus::zvariant::{OwnedObjectPath, Value};
 /// How long systemd may take to start the scope (a slow emulated guest takes ~1 s).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Whether systemd is this host's init (`sd_booted()`'s test) and corral may ask its system
-/// manager: as root. An ordinary user's scope would come from the user manager over the
+/// Whether systemd is this host's init (`sd_booted()`'s test).
+#[must_use]
+pub fn is_init() -> bool {
+    Path::new("/run/systemd/system").is_dir()
+}
+
+/// Whether corral may ask systemd's system manager for a scope: systemd is the init and
+/// corral runs as root. An ordinary user's scope would come from the user manager over the
 /// user bus (rootless mode, not built yet); asking the system manager would only meet
 /// polkit.
 #[must_use]
-pub fn booted() -> bool {
+pub fn may_ask() -> bool {
     // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    root && Path::new("/run/systemd/system").is_dir()
+    is_init() && unsafe { libc::geteuid() } == 0
 }
 
 /// Asks systemd for a transient scope holding this process, delegated to it, and waits until

@@ -200,17 +200,18 @@ const LAB_ADDRS: &[&str] = &[
 ];
 
 impl Lab {
-    /// A network namespace of the case's own, `corral-adv-wired-<n>`, holding a veth pair
-    /// with an address and so an IPv4 route off lo (deleted at cleanup).
-    fn wired_netns(ctx: &mut Ctx) -> Result<String> {
-        let ns = format!("corral-adv-wired-{}", ctx.n);
+    /// Makes the network namespace `ns` and runs `setup` (shell commands) for it; the
+    /// namespace is deleted at cleanup. `ip netns add` makes /run/netns a mount (and the
+    /// folder) the first time: both are undone when this case made them, once the namespace
+    /// is gone.
+    fn netns(ctx: &mut Ctx, ns: &str, setup: &[String]) -> Result<()> {
         let mounted = std::fs::read_to_string("/proc/self/mountinfo")
             .unwrap_or_default()
             .lines()
             .any(|l| l.split(' ').nth(4) == Some("/run/netns"));
         let existed = std::path::Path::new("/run/netns").exists();
         {
-            let ns = ns.clone();
+            let ns = ns.to_owned();
             ctx.on_cleanup(move || {
                 let _ = sh(&format!("ip netns del {ns}"));
                 if !mounted {
@@ -221,18 +222,29 @@ impl Lab {
                 }
             });
         }
-        for c in [
-            format!("ip netns add {ns}"),
-            format!("ip -n {ns} link add corral-v0 type veth peer name corral-v1"),
-            format!("ip -n {ns} addr add 198.19.77.1/24 dev corral-v0"),
-            format!("ip -n {ns} link set corral-v1 up"),
-            format!("ip -n {ns} link set corral-v0 up"),
-        ] {
+        for c in std::iter::once(format!("ip netns add {ns}")).chain(setup.iter().cloned()) {
             let (ok, out) = sh(&c);
             if !ok {
                 bail!("{c}: {out}");
             }
         }
+        Ok(())
+    }
+
+    /// A network namespace of the case's own, `corral-adv-wired-<n>`, holding a veth pair
+    /// with an address and so an IPv4 route off lo (deleted at cleanup).
+    fn wired_netns(ctx: &mut Ctx) -> Result<String> {
+        let ns = format!("corral-adv-wired-{}", ctx.n);
+        Self::netns(
+            ctx,
+            &ns,
+            &[
+                format!("ip -n {ns} link add corral-v0 type veth peer name corral-v1"),
+                format!("ip -n {ns} addr add 198.19.77.1/24 dev corral-v0"),
+                format!("ip -n {ns} link set corral-v1 up"),
+                format!("ip -n {ns} link set corral-v0 up"),
+            ],
+        )?;
         Ok(ns)
     }
 
@@ -240,39 +252,11 @@ impl Lab {
     fn start(ctx: &mut Ctx) -> Result<Self> {
         let k = LABS.fetch_add(1, Ordering::SeqCst);
         let ns = format!("corral-adv-lab-{}", ctx.n);
-        // `ip netns add` makes /run/netns a mount (and the folder) the first time: undo
-        // both when this case made them, once the namespace is gone.
-        let mounted = std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.split(' ').nth(4) == Some("/run/netns"));
-        let existed = std::path::Path::new("/run/netns").exists();
-        {
-            let ns = ns.clone();
-            ctx.on_cleanup(move || {
-                let _ = sh(&format!("ip netns del {ns}"));
-                if !mounted {
-                    let _ = sh("umount /run/netns");
-                }
-                if !existed {
-                    let _ = std::fs::remove_dir("/run/netns");
-                }
-            });
-        }
-        let (ok, out) = sh(&format!("ip netns add {ns}"));
-        if !ok {
-            bail!("ip netns add {ns}: {out}");
-        }
         let mut cmds = vec![format!("ip -n {ns} link set lo up")];
         for a in LAB_ADDRS {
             cmds.push(format!("ip -n {ns} addr add {a} dev lo"));
         }
-        for c in cmds {
-            let (ok, out) = sh(&c);
-            if !ok {
-                bail!("{c}: {out}");
-            }
-        }
+        Self::netns(ctx, &ns, &cmds)?;
         // The log lives in the suite's scratch folder (no nonce in the daemon's argv: the
         // generic check looks for surviving processes by nonce; the daemon is ours).
         let log = ctx.h.scratch.join(format!("lab{k}.log"));
