@@ -158,9 +158,9 @@ pub fn run(root: &Path) -> Result<()> {
     )?;
     let demo = format!("{corral} demo");
     guests(
-        "corral demo on kernel 6.1 in a Delegate=yes service",
+        "corral demo on kernels 6.1 and 6.12 in a Delegate=yes service",
         &[
-            "--kernel", "6.1", "--layout", "service", "--tmp", "ext4", "--", &demo,
+            "--kernel", "6.1,6.12", "--layout", "service", "--tmp", "ext4", "--", &demo,
         ],
     )?;
     guests(
@@ -176,18 +176,41 @@ pub fn run(root: &Path) -> Result<()> {
             &demo,
         ],
     )?;
+    // The integration tests that start real sandboxes (corral-cli's, corral-checkout's and
+    // corral-linux's test binaries, built on the host) inside guests: 6.12 in the root cgroup
+    // (a container's) and in a Delegate=yes service under systemd (~4 min each under TCG).
+    // Not the busybox `service` layout: there the test binary is the service's process and
+    // every corral it starts shares its cgroup without a systemd to ask, which corral refuses
+    // by design. Not 7.x yet: one run there failed a run.rs test (not yet seen why) and one
+    // ended in a guest kernel Oops (int3 in tg_cpus, a jump label being patched while the
+    // cpu controller is enabled: QEMU's multi-threaded TCG and cross-modifying code).
+    let tests = "corral-cli,corral-checkout,corral-linux";
+    guests(
+        "integration tests on kernel 6.12, root cgroup and Delegate=yes service under systemd",
+        &[
+            "--kernel",
+            "6.12",
+            "--layout",
+            "root,systemd-service",
+            "--tmp",
+            "ext4",
+            "--timeout",
+            "1200",
+            "--tests",
+            tests,
+        ],
+    )?;
     // Last: the qualification cases a pure cgroup v2 host with loadable modules and no
     // network device showed to depend on the host (PROC-06's v2 judge, NET-02's and NET-13's
     // controls, KRN-06's module autoload through socket protocols, FS-11's logind mounts,
-    // CRED-02, RES-CPU-01), in Debian 12's 6.1 guest under systemd with the harness as a
-    // `Delegate=yes` service's main process, so every corral beside it gets a delegated
+    // CRED-02, RES-CPU-01; PROC-04's signal clock, SIG-01's budget and FS-10's `su` bound,
+    // which assumed a fast host), in Debian 12's 6.1 guest under systemd with the harness as
+    // a `Delegate=yes` service's main process, so every corral beside it gets a delegated
     // scope of its own; the harness's generic checks also find any corral cgroup or scope
-    // left behind. The whole suite there (27 min under TCG) is not in CI yet: PROC-04's
-    // watcher control, SIG-01's wall budget and FS-10's `su` control still depend on the
-    // guest's speed or its PAM (ADR-0060).
+    // left behind. The whole suite there (27 min under TCG) is not in CI yet (ADR-0060).
     let cases = format!(
         "{xtask} adversarial --corral {corral} --filter \
-         PROC-06,NET-02,NET-13,CRED-02,RES-CPU-01,KRN-06,FS-11"
+         PROC-06,NET-02,NET-13,CRED-02,RES-CPU-01,KRN-06,FS-11,PROC-04,SIG-01,FS-10"
     );
     guests(
         "host-dependent qualification cases on kernel 6.1 under systemd",

@@ -632,7 +632,10 @@ case "$LAYOUT" in
   *)
     $B mount -t cgroup2 cgroup2 /sys/fs/cgroup || { echo "corral-vm: cgroup2 mount failed"; off; }
     $B mkdir -p /dev/shm /run /dev/pts
-    $B mount -t tmpfs shm /dev/shm; $B mount -t tmpfs run /run; $B mount -t devpts pts /dev/pts ;;
+    $B mount -t tmpfs shm /dev/shm; $B mount -t tmpfs run /run; $B mount -t devpts pts /dev/pts
+    # Loopback up, as on every real host (systemd does it in its layouts): tests' controls
+    # connect to 127.0.0.1.
+    $B ip link set lo up ;;
 esac
 TMP=$($B cat $V/vm.tmp)
 # Host folders under /tmp the command needs (the checkout, when it lives there): the guest's

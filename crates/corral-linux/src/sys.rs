@@ -86,7 +86,45 @@ pub fn with_context(what: &str, e: &io::Error) -> io::Error {
 }
 
 fn last_error(what: &str) -> io::Error {
-    with_context(what, &io::Error::last_os_error())
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::ENOSYS) => with_context(&format!("{what}{}", missing_syscall(what)), &e),
+        _ => with_context(what, &e),
+    }
+}
+
+/// The Linux version that added each system call this module makes, for an `ENOSYS` that
+/// says which kernel feature is missing and since when it exists (issue 12: "the probe names
+/// the kernel feature and the minimum version").
+const SYSCALL_SINCE: &[(&str, &str, &str)] = &[
+    ("fsopen", "the new mount API (fsopen)", "5.2"),
+    ("fsconfig", "the new mount API (fsconfig)", "5.2"),
+    ("fsmount", "the new mount API (fsmount)", "5.2"),
+    ("open_tree", "detached mounts (open_tree)", "5.2"),
+    ("move_mount", "detached mounts (move_mount)", "5.2"),
+    (
+        "mount_setattr",
+        "mount_setattr (per-mount attributes, idmapped mounts)",
+        "5.12",
+    ),
+    ("pidfd_send_signal", "pidfd_send_signal", "5.1"),
+];
+
+/// `" (needs <feature>, Linux >= X.Y; this kernel is R)"` for a call named at the start of
+/// `what`, else `""`.
+fn missing_syscall(what: &str) -> String {
+    let name = what.split(['(', ' ', ':']).next().unwrap_or(what);
+    SYSCALL_SINCE
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, feature, since)| {
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            format!(
+                " (needs {feature}, Linux >= {since}; this kernel is {})",
+                release.trim()
+            )
+        })
+        .unwrap_or_default()
 }
 
 fn fd_result(rc: libc::c_long, what: &str) -> io::Result<OwnedFd> {
@@ -336,4 +374,21 @@ pub fn landlock_abi() -> u32 {
 /// `fchown` through a path (no symlink following).
 pub fn lchown(path: &std::path::Path, uid: u32, gid: u32) -> io::Result<()> {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::missing_syscall;
+
+    #[test]
+    fn enosys_names_the_feature_and_the_version_that_added_it() {
+        let m = missing_syscall("mount_setattr");
+        assert!(
+            m.contains("mount_setattr") && m.contains("Linux >= 5.12"),
+            "{m}"
+        );
+        assert!(missing_syscall("fsopen(overlay)").contains("Linux >= 5.2"));
+        // A call not in the table adds nothing (no guessed version).
+        assert_eq!(missing_syscall("unshare"), "");
+    }
 }

@@ -529,12 +529,16 @@ fn net05_pathname_unix_socket_is_not_reachable() {
             text(&host.stdout)
         );
         assert_eq!(accepted(&l), 1);
-        let c = case(
+        let mut c = case(
             &format!(
                 "$A unix {path}\nls -l {path} 2>&1 || true\nfind / -path /proc -prune -o -type s -print 2>/dev/null | sed 's/^/SOCKET /'"
             ),
             &["allowed.test:8080"],
         );
+        // `find /` walks the whole sandbox view: seconds here, over 20 s in an emulated guest.
+        // The budget bounds a hang; it is not a pace.
+        c.budget.wall = 300;
+        c.budget.cpu = 300;
         let (_o, out) = run(lab, &c);
         assert_eq!(lines(&out, &format!("FAILED {path}")).len(), 1, "{out}");
         assert!(lines(&out, "SOCKET").is_empty(), "{out}");

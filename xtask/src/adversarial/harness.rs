@@ -147,10 +147,17 @@ pub struct RunSpec {
     pub netns: Option<(String, Option<PathBuf>)>,
     /// Repository builder: a name under `repos/` (`standard`) or an absolute script path.
     pub repo: String,
-    /// Send SIGTERM to corral after this long (cancellation).
+    /// Send SIGTERM to corral this long after [`RunSpec::ready`] first holds (or after its
+    /// start, without one): cancellation.
     pub cancel_after: Option<Duration>,
-    /// Send SIGKILL to corral after this long (supervisor killed).
+    /// Send SIGKILL to corral this long after [`RunSpec::ready`] first holds (or after its
+    /// start): the supervisor killed.
     pub kill_after: Option<Duration>,
+    /// What the host must see before the signal clock starts (e.g. the attack's processes
+    /// alive). A clock from corral's start assumes how fast the host sets a sandbox up: on a
+    /// slow host the signal came before the attack had started (PROC-04 in a TCG guest,
+    /// ADR-0060).
+    pub ready: Option<Ready>,
     /// Overrides merged into the preset template (e.g. `prompt_transport`).
     pub preset_overrides: Vec<(String, Value)>,
     /// Overrides merged into the WorkUnit (dotted paths not supported: top-level keys only).
@@ -178,6 +185,7 @@ impl RunSpec {
             repo: "standard".into(),
             cancel_after: None,
             kill_after: None,
+            ready: None,
             preset_overrides: Vec::new(),
             work_unit_overrides: Vec::new(),
         }
@@ -186,6 +194,16 @@ impl RunSpec {
     pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
         self.args = args.into_iter().map(Into::into).collect();
         self
+    }
+}
+
+/// A condition the harness polls while corral runs (see [`RunSpec::ready`]).
+#[derive(Clone)]
+pub struct Ready(pub std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for Ready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ready(..)")
     }
 }
 
@@ -207,6 +225,10 @@ pub struct RunObs {
     /// The host repository the run started from.
     pub repo: PathBuf,
     pub artifacts: PathBuf,
+    /// When [`RunSpec::ready`] first held, and when the harness signalled corral (time since
+    /// corral's start).
+    pub ready_at: Option<Duration>,
+    pub signalled_at: Option<Duration>,
 }
 
 impl RunObs {
@@ -676,26 +698,38 @@ impl<'h> Ctx<'h> {
         let deadline = start + Duration::from_secs(spec.wall_seconds + 60);
         let mut peak = 0u64;
         let mut signalled = (false, false);
+        let mut ready_at: Option<Duration> = None;
+        let mut signalled_at: Option<Duration> = None;
         let status = loop {
             if let Some(s) = child.try_wait()? {
                 break s;
             }
             peak = peak.max(vm_hwm(pid));
             let t = start.elapsed();
+            if ready_at.is_none() && spec.ready.as_ref().is_none_or(|r| (r.0)()) {
+                ready_at = Some(if spec.ready.is_some() {
+                    t
+                } else {
+                    Duration::ZERO
+                });
+            }
+            let since_ready = ready_at.map(|r| t.saturating_sub(r));
             if let Some(after) = spec.cancel_after
-                && t >= after
+                && since_ready.is_some_and(|d| d >= after)
                 && !signalled.0
             {
                 signalled.0 = true;
+                signalled_at = Some(start.elapsed());
                 let _ = Command::new("kill")
                     .args(["-TERM", &pid.to_string()])
                     .status();
             }
             if let Some(after) = spec.kill_after
-                && t >= after
+                && since_ready.is_some_and(|d| d >= after)
                 && !signalled.1
             {
                 signalled.1 = true;
+                signalled_at = Some(start.elapsed());
                 let _ = Command::new("kill")
                     .args(["-KILL", &pid.to_string()])
                     .status();
@@ -715,7 +749,7 @@ impl<'h> Ctx<'h> {
         }
         let stdout = out_t.join().unwrap_or_default();
         let corral_stderr = String::from_utf8_lossy(&err_t.join().unwrap_or_default()).into_owned();
-        Ok(self.observe(
+        let mut obs = self.observe(
             p,
             status.code().unwrap_or(-1),
             &stdout,
@@ -723,7 +757,10 @@ impl<'h> Ctx<'h> {
             elapsed,
             pid,
             peak,
-        ))
+        );
+        obs.ready_at = ready_at.filter(|_| spec.ready.is_some());
+        obs.signalled_at = signalled_at;
+        Ok(obs)
     }
 
     /// Makes a run ready without starting it (for cases that start corral their own way,
@@ -833,6 +870,8 @@ impl<'h> Ctx<'h> {
             peak_rss_kib,
             repo: p.repo,
             artifacts: p.artifacts,
+            ready_at: None,
+            signalled_at: None,
         };
         if self.h.verbose {
             eprintln!(

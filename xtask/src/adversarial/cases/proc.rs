@@ -19,7 +19,7 @@ use anyhow::Result;
 
 use super::{describe, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{Control, Ctx, RunObs, RunSpec, sh, truncate};
+use crate::adversarial::harness::{Control, Ctx, Ready, RunObs, RunSpec, sh, truncate};
 
 pub fn cases() -> Vec<Case> {
     vec![
@@ -602,14 +602,26 @@ fn groups_of(pids: &[u32]) -> Vec<(PathBuf, String)> {
     v
 }
 
+/// Both PROC-04 sleepers are alive on the host.
+fn both_sleepers(n: &str) -> Ready {
+    let (a, b) = (format!("sleep1000-a-{n}"), format!("sleep1000-b-{n}"));
+    Ready(Arc::new(move || {
+        let all = scan();
+        all.iter().any(|p| p.cmd.contains(&a)) && all.iter().any(|p| p.cmd.contains(&b))
+    }))
+}
+
 fn proc_04(ctx: &mut Ctx) -> Result<Verdict> {
     reap_on_cleanup(ctx);
     let n = ctx.n.clone();
     let mut j = Judge::new();
-    // (a) SIGTERM to corral after 1.5 s: cancelled, and everything gone.
+    // (a) SIGTERM to corral 0.5 s after the host sees both sleepers: cancelled, and
+    // everything gone. The clock starts when the sleepers are seen, not when corral starts:
+    // a slow host may take longer than any fixed delay to start the worker.
     let mut spec = RunSpec::new("PROC-04.sh");
     spec.wall_seconds = 30;
-    spec.cancel_after = Some(Duration::from_millis(1500));
+    spec.cancel_after = Some(Duration::from_millis(500));
+    spec.ready = Some(both_sleepers(&n));
     let (run, log) = watched_run(ctx, &spec, &vars([]), false)?;
     j.require(
         started(&run),
@@ -624,20 +636,29 @@ fn proc_04(ctx: &mut Ctx) -> Result<Verdict> {
         run.termination() != "cancelled",
         format!("(a) termination {:?}, not cancelled", run.termination()),
     );
-    j.breach(
-        run.elapsed > Duration::from_millis(1500 + 5000),
+    let after_term = run
+        .signalled_at
+        .map(|t| run.elapsed.saturating_sub(t).as_secs_f64());
+    j.require(
+        after_term.is_some(),
         format!(
-            "(a) corral returned {:.1} s after start (SIGTERM at 1.5 s)",
-            run.elapsed.as_secs_f64()
+            "(a) the harness sent SIGTERM (sleepers seen at {:?})",
+            run.ready_at
         ),
+    );
+    j.breach(
+        after_term.is_some_and(|t| t > 5.0),
+        format!("(a) corral returned {after_term:.1?} s after SIGTERM"),
     );
     judge_survivors(ctx, &log, &mut j);
     j.note(format!("(a) {}", describe(&run)));
 
-    // (b) SIGKILL to corral after 1.5 s: every sandbox process gone within 2 s.
+    // (b) SIGKILL to corral 0.5 s after the host sees both sleepers: every sandbox process
+    // gone within 2 s.
     let mut spec = RunSpec::new("PROC-04.sh");
     spec.wall_seconds = 30;
-    spec.kill_after = Some(Duration::from_millis(1500));
+    spec.kill_after = Some(Duration::from_millis(500));
+    spec.ready = Some(both_sleepers(&n));
     let (run, log) = watched_run(ctx, &spec, &vars([]), false)?;
     let killed_at = Instant::now();
     let sup = run.supervisor_pid;

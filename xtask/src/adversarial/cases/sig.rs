@@ -118,7 +118,26 @@ fn sig_01(ctx: &mut Ctx) -> Result<Verdict> {
         .trim()
         .to_owned();
     let mut spec = RunSpec::new("SIG-01.sh").args([pid_max.clone()]);
-    spec.wall_seconds = 20;
+    // Control first: the same attack in a pid namespace of its own, with its decoy there.
+    // Its duration sets the run's wall budget: the sweep makes one kill() per pid number up
+    // to pid_max (4M under systemd's sysctl), which takes seconds natively and tens of
+    // seconds in an emulated guest; a fixed budget assumed a fast host (ADR-0060).
+    let t0 = Instant::now();
+    let ctl = ctx.control(
+        &spec,
+        &vars([]),
+        &Control {
+            own_pidns: true,
+            timeout: Duration::from_secs(600),
+            ..Control::default()
+        },
+    )?;
+    let ctl_secs = t0.elapsed().as_secs();
+    super::proc::kill_matching(&format!("decoy-{n}"));
+    spec.wall_seconds = (4 * ctl_secs + 20).min(600);
+    // The sweep is CPU-bound: its CPU budget is its wall budget (a 30 s CPU budget ended it
+    // by cpu_limit in a 6.1 guest, where the control took 106 s).
+    spec.cpu_seconds = spec.wall_seconds;
     let w = Watcher::start(&n, false);
     let run = ctx.run(&spec, &vars([]));
     let log = w.finish();
@@ -170,16 +189,11 @@ fn sig_01(ctx: &mut Ctx) -> Result<Verdict> {
     ));
     let _ = canary.kill();
     let _ = canary.wait();
-    // Control: the same attack in a pid namespace of its own, with its decoy there.
-    let ctl = ctx.control(
-        &spec,
-        &vars([]),
-        &Control {
-            own_pidns: true,
-            ..Control::default()
-        },
-    )?;
     let out = ctl.output();
+    j.note(format!(
+        "the control's sweep took {ctl_secs} s; the run's wall and CPU budget {} s",
+        spec.wall_seconds
+    ));
     j.control(
         out.contains("DECOY-STOPPED"),
         "in its own pid namespace the sweep stopped the same-uid decoy",
