@@ -793,8 +793,11 @@ fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -
     std::fs::create_dir_all(&work)?;
     let initrd = work.join("initrd");
     std::fs::write(&initrd, initramfs(k, layout, tmp, root, &o.cmd)?)?;
-    let mut qemu = Command::new("qemu-system-x86_64");
-    qemu.args(["-accel", "tcg,thread=multi", "-m", "6G", "-smp", "2"])
+    // setpriv --pdeathsig: the guest ends with this process, even when it is killed, so no
+    // qemu is left running behind an interrupted `cargo xtask vm`.
+    let mut qemu = Command::new("setpriv");
+    qemu.args(["--pdeathsig", "KILL", "--", "qemu-system-x86_64"])
+        .args(["-accel", "tcg,thread=multi", "-m", "6G", "-smp", "2"])
         .args(["-nodefaults", "-nic", "none", "-nographic", "-no-reboot"])
         .args(["-serial", "stdio", "-monitor", "none"])
         .arg("-kernel")
@@ -824,11 +827,30 @@ fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -
     let t = Instant::now();
     let mut child = qemu
         .spawn()
-        .context("starting qemu-system-x86_64 (apt-get install qemu-system-x86)")?;
-    let mut stdout = child.stdout.take().context("qemu stdout")?;
+        .context("starting setpriv and qemu-system-x86_64 (bash scripts/setup.sh)")?;
+    let stdout = child.stdout.take().context("qemu stdout")?;
+    let verbose = o.verbose;
+    let title = format!("{} / {layout} / {tmp}", k.package);
+    // With --verbose the guest's console is shown as it comes (a long suite shows progress).
     let reader = std::thread::spawn(move || {
+        use std::io::BufRead as _;
         let mut buf = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut stdout, &mut buf);
+        let mut r = std::io::BufReader::new(stdout);
+        if verbose {
+            println!("----- {title} -----");
+        }
+        loop {
+            let start = buf.len();
+            match r.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if verbose {
+                        print!("{}", String::from_utf8_lossy(&buf[start..]));
+                        let _ = std::io::stdout().flush();
+                    }
+                }
+            }
+        }
         buf
     });
     let mut timed_out = false;
@@ -846,9 +868,6 @@ fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -
     }
     let out = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
     let _ = std::fs::remove_dir_all(&work);
-    if o.verbose {
-        println!("----- {} / {layout} / {tmp} -----\n{out}", k.package);
-    }
     let exit = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("corral-vm: exit "))
@@ -903,6 +922,17 @@ fn summarize(out: &str, timed_out: bool) -> String {
         Some(c) if !c.is_empty() => format!("{last} | first cause: {c}"),
         _ => last.to_owned(),
     }
+}
+
+/// Fetches these kernels of the matrix (no guest is booted), so guests started side by side
+/// afterwards never download the same package at once.
+pub fn fetch(root: &Path, names: &[&str]) -> Result<()> {
+    let vm = root.join("target/vm");
+    std::fs::create_dir_all(&vm)?;
+    for (name, suite, spec) in KERNELS.iter().filter(|k| names.contains(&k.0)) {
+        fetch_kernel(&vm, name, *suite, spec)?;
+    }
+    Ok(())
 }
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {

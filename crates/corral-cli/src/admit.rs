@@ -133,20 +133,20 @@ pub fn run(args: &AdmitArgs) -> u8 {
                         v.join(", ")
                     }
                 };
-                println!(
+                out!(
                     "admissible: work unit {} with preset {}",
                     escape(run.work_unit_id()),
                     escape(run.preset_id())
                 );
-                println!("SandboxPolicy {}", p.digest());
-                println!(
+                out!("SandboxPolicy {}", p.digest());
+                out!(
                     "  network_mode:      {}",
                     serde_json::to_value(p.network_mode())
                         .unwrap_or_default()
                         .as_str()
                         .unwrap_or("?")
                 );
-                println!(
+                out!(
                     "  network_allowlist: {}",
                     list(
                         p.network_allowlist()
@@ -155,7 +155,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                             .collect()
                     )
                 );
-                println!(
+                out!(
                     "  writable_paths:    {}",
                     list(
                         p.writable_paths()
@@ -164,7 +164,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                             .collect()
                     )
                 );
-                println!(
+                out!(
                     "  forbidden_paths:   {}",
                     list(
                         p.forbidden_paths()
@@ -174,7 +174,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                     )
                 );
                 let e = run.exec();
-                println!(
+                out!(
                     "exec: {} {}",
                     escape(&e.executable),
                     e.args
@@ -183,7 +183,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                         .collect::<Vec<_>>()
                         .join(" ")
                 );
-                println!(
+                out!(
                     "  prompt via:        {}",
                     if e.stdin.is_some() {
                         "stdin"
@@ -192,7 +192,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                     }
                 );
                 let l = run.limits();
-                println!(
+                out!(
                     "limits: wall {}s, cpu {}s, memory {} B, disk {} B, processes {}, output {} B, patch {} B",
                     l.wall_seconds,
                     l.cpu_seconds,
@@ -202,7 +202,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                     l.max_output_bytes,
                     l.max_patch_bytes
                 );
-                println!("authority: candidate only (a run never grants verification or merge)");
+                out!("authority: candidate only (a run never grants verification or merge)");
             }
             exit::OK
         }
@@ -223,7 +223,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                 out["policy"] = Value::Null;
                 print_json(&out);
             } else {
-                println!("rejected: {} reason(s); nothing was run", rejections.len());
+                out!("rejected: {} reason(s); nothing was run", rejections.len());
             }
             exit::REJECTED
         }

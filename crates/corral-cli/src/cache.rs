@@ -69,14 +69,14 @@ pub fn run(cmd: &CacheCommand) -> u8 {
                 crate::display::print_json(&doc);
             } else {
                 let total: u64 = entries.iter().map(|e| e.bytes).sum();
-                println!(
+                out!(
                     "{} base checkout(s), {} in {}",
                     entries.len(),
                     human(total),
                     crate::display::escape(&cache.root().display().to_string())
                 );
                 for e in &entries {
-                    println!(
+                    out!(
                         "  {}  {:>10}  {:>8} entries  last used {}{}",
                         e.base_sha,
                         human(e.bytes),
@@ -97,7 +97,7 @@ pub fn run(cmd: &CacheCommand) -> u8 {
             };
             match cache.gc(budget, None) {
                 Ok(r) => {
-                    println!(
+                    out!(
                         "removed {} checkout(s), freed {}, {} kept{}",
                         r.removed.len(),
                         human(r.freed_bytes),

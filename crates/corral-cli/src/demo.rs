@@ -166,13 +166,13 @@ fn run_in(dir: &PathBuf) -> u8 {
     let artifacts = default_data_dir().join("artifacts");
     let cache = default_cache_dir();
     let env: BTreeMap<String, String> = [("LANG".to_owned(), "C.UTF-8".to_owned())].into();
-    println!("corral demo");
-    println!("  repository  {} (base {base_sha})", dir.display());
-    println!(
+    out!("corral demo");
+    out!("  repository  {} (base {base_sha})", dir.display());
+    out!(
         "  agent       {} demo-agent (pinned {digest})",
         exe.display()
     );
-    println!("  scope       writable src/ tests/, forbidden .github/ **/*.pem, network none");
+    out!("  scope       writable src/ tests/, forbidden .github/ **/*.pem, network none");
     let cancel = match CancelToken::new() {
         Ok(c) => c,
         Err(e) => {
@@ -216,18 +216,19 @@ fn run_in(dir: &PathBuf) -> u8 {
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
-    println!(
+    out!(
         "  outcome     {outcome} (termination {:?}, exit {:?})",
-        m.execution.termination, m.execution.exit_code
+        m.execution.termination,
+        m.execution.exit_code
     );
-    println!(
+    out!(
         "  used        wall {} ms of 60 s, cpu {} ms of 30 s, peak memory {} KiB of 256 MiB",
         m.execution.wall_ms,
         m.execution.cpu_ms,
         m.execution.peak_memory_bytes / 1024
     );
     for r in &m.rejections {
-        println!(
+        out!(
             "  rejection   {} {}: {}",
             r.code,
             escape(r.path.as_deref().unwrap_or("-")),
@@ -236,23 +237,23 @@ fn run_in(dir: &PathBuf) -> u8 {
     }
     if let Some(c) = &m.candidate {
         for p in &c.changed_paths {
-            println!("  changed     {:?} {}", p.change, escape(&p.path));
+            out!("  changed     {:?} {}", p.change, escape(&p.path));
         }
     }
     let stdout = std::fs::read(artifacts.join("sha256").join(m.logs.stdout.digest.hex()))
         .unwrap_or_default();
     for line in String::from_utf8_lossy(&stdout).lines().take(12) {
-        println!("  agent said  {}", escape(line));
+        out!("  agent said  {}", escape(line));
     }
-    println!("  manifest    {}", report.manifest.path.display());
-    println!(
+    out!("  manifest    {}", report.manifest.path.display());
+    out!(
         "  verify with corral verify {}",
         report.manifest.path.display()
     );
     if let Some(patch) = &report.patch {
-        println!("--- patch ({} bytes) ---", patch.len());
+        out!("--- patch ({} bytes) ---", patch.len());
         for line in String::from_utf8_lossy(patch).lines() {
-            println!("{}", escape(line));
+            out!("{}", escape(line));
         }
     }
     if m.outcome == Outcome::CandidateCaptured {

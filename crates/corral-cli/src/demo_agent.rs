@@ -16,7 +16,7 @@ pub fn run() -> u8 {
         eprintln!("demo-agent: cannot read the objective from stdin");
         return 1;
     }
-    println!(
+    out!(
         "demo-agent: objective: {}",
         crate::display::escape(objective.trim())
     );
@@ -30,12 +30,12 @@ pub fn run() -> u8 {
     };
     let fixed = text.replace("list(range(start, end))", "list(range(start, end + 1))");
     if fixed == text {
-        println!("demo-agent: src/range.py already includes the end; nothing to fix");
+        out!("demo-agent: src/range.py already includes the end; nothing to fix");
     } else if let Err(e) = std::fs::write(src, fixed) {
         eprintln!("demo-agent: cannot write {}: {e}", src.display());
         return 1;
     } else {
-        println!("demo-agent: fixed the off-by-one in src/range.py");
+        out!("demo-agent: fixed the off-by-one in src/range.py");
     }
     let test = "from src.range import inclusive_range\n\n\ndef test_includes_end():\n    assert inclusive_range(1, 3) == [1, 2, 3]\n";
     if let Err(e) =
@@ -44,14 +44,14 @@ pub fn run() -> u8 {
         eprintln!("demo-agent: cannot write tests/test_range.py: {e}");
         return 1;
     }
-    println!("demo-agent: added tests/test_range.py");
+    out!("demo-agent: added tests/test_range.py");
     match Command::new("/bin/sh")
         .args(["-c", "wc -l src/range.py tests/test_range.py"])
         .output()
     {
         Ok(out) => {
-            print!("{}", String::from_utf8_lossy(&out.stdout));
-            println!(
+            out_raw!("{}", String::from_utf8_lossy(&out.stdout));
+            out!(
                 "demo-agent: command exited {}",
                 out.status.code().unwrap_or(-1)
             );
@@ -61,6 +61,6 @@ pub fn run() -> u8 {
             return 1;
         }
     }
-    println!("demo-agent: done");
+    out!("demo-agent: done");
     0
 }

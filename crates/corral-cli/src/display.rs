@@ -38,6 +38,26 @@ pub fn print_bytes_line(bytes: &[u8]) {
         .and_then(|()| out.flush());
 }
 
+/// Writes data to stdout (what the `out!` and `out_raw!` macros call). A reader that went
+/// away (`corral demo | head -1`: EPIPE) ends the output quietly, never in a panic: the
+/// command finishes, cleans up and exits with its contract code. Another write error is
+/// said on stderr once per line, and the exit code still tells the outcome.
+pub fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
+    let mut out = std::io::stdout().lock();
+    let r = out.write_fmt(args).and_then(|()| {
+        if newline {
+            out.write_all(b"\n")
+        } else {
+            out.flush()
+        }
+    });
+    if let Err(e) = r
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("corral: writing stdout: {e}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -28,7 +28,8 @@ pub enum ExportCommand {
 
 #[derive(Args, Debug)]
 pub struct Documents {
-    /// A WorkUnit document; repeat it for a batch (an Indexed Job, one index per WorkUnit).
+    /// A WorkUnit document. `k8s-job` takes it repeated for a batch (an Indexed Job, one
+    /// index per WorkUnit); `oci` takes exactly one.
     #[arg(long = "work-unit", value_name = "FILE", required = true)]
     work_units: Vec<PathBuf>,
     /// The maintainer-owned AgentPreset.
@@ -187,7 +188,7 @@ fn k8s_job(args: &K8sJobArgs) -> u8 {
         );
         return exit::FAILED;
     }
-    print!("{job_text}");
+    out_raw!("{job_text}");
     exit::OK
 }
 
@@ -210,7 +211,7 @@ fn oci(args: &OciArgs) -> u8 {
     };
     match &args.bundle {
         None => {
-            print!("{text}");
+            out_raw!("{text}");
             exit::OK
         }
         Some(dir) => {
@@ -221,7 +222,7 @@ fn oci(args: &OciArgs) -> u8 {
                 eprintln!("corral: {shown}: cannot write config.json: {e}");
                 return exit::FAILED;
             }
-            println!("{shown}/config.json");
+            out!("{shown}/config.json");
             exit::OK
         }
     }

@@ -4,6 +4,17 @@
 //! verification mismatch, 2 admission rejected or bad input, 3 sandbox capability missing.
 #![forbid(unsafe_code)]
 
+/// `println!` for stdout that survives a closed pipe ([`display::write_stdout`]).
+macro_rules! out {
+    () => { $crate::display::write_stdout(format_args!(""), true) };
+    ($($t:tt)*) => { $crate::display::write_stdout(format_args!($($t)*), true) };
+}
+
+/// `print!` for stdout that survives a closed pipe.
+macro_rules! out_raw {
+    ($($t:tt)*) => { $crate::display::write_stdout(format_args!($($t)*), false) };
+}
+
 mod admit;
 mod cache;
 mod demo;
@@ -25,6 +36,11 @@ pub mod exit {
     pub const REJECTED: u8 = 2;
     pub const CAPABILITY_MISSING: u8 = 3;
 }
+
+/// The contract's exit codes, shown by every `--help`.
+const EXIT_CODES: &str = "Exit codes: 0 success (captured, admissible, intact); 1 candidate \
+rejected, attempt failed or verification mismatch; 2 admission rejected or bad input; \
+3 a sandbox capability is missing on this host.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -61,6 +77,9 @@ enum Command {
     /// Print a JSON Schema: work-unit, agent-preset, connections, result-manifest.
     Schema {
         /// Document name.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(
+            corral_contract::schema::SCHEMA_NAMES
+        ))]
         name: String,
     },
 }
@@ -80,7 +99,10 @@ fn main() -> ExitCode {
         let code = corral_checkout::capture_helper_main();
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    let cli = match Cli::try_parse() {
+    let parsed = with_exit_codes(<Cli as clap::CommandFactory>::command())
+        .try_get_matches()
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             // Usage errors are bad input (exit 2); --help and --version succeed.
@@ -107,11 +129,16 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
+/// Every command's `--help` ends with the exit codes.
+fn with_exit_codes(cmd: clap::Command) -> clap::Command {
+    cmd.after_help(EXIT_CODES).mut_subcommands(with_exit_codes)
+}
+
 fn schema(name: &str) -> u8 {
     match corral_contract::schema::schema_for_name(name) {
         Some(schema) => match corral_contract::canonical::pretty_json(&schema) {
             Ok(text) => {
-                println!("{text}");
+                out!("{text}");
                 exit::OK
             }
             Err(err) => {

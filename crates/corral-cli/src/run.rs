@@ -102,7 +102,7 @@ fn xdg_dir(var: &str, home_rel: &str, fallback: &str) -> PathBuf {
 fn parse_env(values: &[String]) -> Result<BTreeMap<String, String>, String> {
     let mut env = BTreeMap::new();
     for v in values {
-        let Some((name, value)) = v.split_once('=') else {
+        let Some((name, value)) = v.split_once('=').filter(|(n, _)| !n.is_empty()) else {
             return Err(format!("--env {:?}: expected NAME=VALUE", escape(v)));
         };
         if env.insert(name.to_owned(), value.to_owned()).is_some() {
@@ -188,6 +188,11 @@ pub fn run(args: &RunArgs) -> u8 {
     match result {
         Ok(report) => {
             print_report(&report, args.json);
+            if let Some(line) =
+                attempt_failed_line(&report.manifest.manifest, &inputs.work_unit.budget)
+            {
+                eprintln!("corral: {line}");
+            }
             report.exit_code
         }
         Err(err) => report_error(
@@ -218,6 +223,51 @@ pub fn report_error(err: &RunError, wu: &Path, preset: &Path, conn: Option<&Path
     err.exit_code()
 }
 
+/// One line for a failed attempt, in the manifest's words: what ended it, what was used and
+/// the budget (`attempt_failed: wall_timeout after 2.0 s of 2 s`). None for other outcomes.
+pub fn attempt_failed_line(
+    m: &corral_contract::ResultManifest,
+    budget: &corral_contract::documents::Budget,
+) -> Option<String> {
+    use corral_contract::manifest::{Outcome, Termination};
+    if m.outcome != Outcome::AttemptFailed {
+        return None;
+    }
+    let e = &m.execution;
+    let secs = |ms: u64| format!("{:.1} s", ms as f64 / 1000.0);
+    let of = |b: Option<u64>, unit: &str| b.map(|b| format!(" of {b}{unit}")).unwrap_or_default();
+    let what = match e.termination {
+        Termination::WallTimeout => format!(
+            "wall_timeout after {}{}",
+            secs(e.wall_ms),
+            of(budget.wall_seconds, " s")
+        ),
+        Termination::CpuLimit => format!(
+            "cpu_limit after {} of CPU{}",
+            secs(e.cpu_ms),
+            of(budget.cpu_seconds, " s")
+        ),
+        Termination::MemoryLimit => format!(
+            "memory_limit: peak {} bytes{}",
+            e.peak_memory_bytes,
+            of(budget.memory_bytes, " bytes")
+        ),
+        Termination::Exited => format!(
+            "the worker exited {} after {}",
+            e.exit_code.map_or("?".to_owned(), |c| c.to_string()),
+            secs(e.wall_ms)
+        ),
+        Termination::Signaled => format!(
+            "the worker was killed by signal {} after {}",
+            e.signal.map_or("?".to_owned(), |s| s.to_string()),
+            secs(e.wall_ms)
+        ),
+        Termination::Cancelled => format!("cancelled after {}", secs(e.wall_ms)),
+        Termination::NotStarted => "not_started: the worker never ran".to_owned(),
+    };
+    Some(format!("attempt_failed: {what}"))
+}
+
 fn print_report(report: &RunReport, json: bool) {
     if json {
         // The stored manifest's own canonical bytes, byte for byte (`corral verify` accepts them).
@@ -241,7 +291,7 @@ fn print_report(report: &RunReport, json: bool) {
             r.code
         );
     }
-    println!("{}", report.manifest.path.display());
+    out!("{}", report.manifest.path.display());
 }
 
 #[derive(Args, Debug)]
@@ -267,10 +317,10 @@ pub fn verify(args: &VerifyArgs) -> u8 {
     match verify_manifest_file(&args.manifest, &reader) {
         Ok((_, report)) => {
             for e in &report.entries {
-                println!("{:?} {} {:?}", e.role, e.digest, e.status);
+                out!("{}", escape(&e.to_string()));
             }
             if report.intact() {
-                println!("intact");
+                out!("intact");
                 exit::OK
             } else {
                 eprintln!(
@@ -354,10 +404,10 @@ pub fn probe(args: &ProbeArgs) -> u8 {
         });
         print_json(&out);
     } else {
-        println!("backend: {}", executor.backend());
+        out!("backend: {}", executor.backend());
         for cap in corral_contract::Capability::ALL {
             let e = caps.get(cap);
-            println!(
+            out!(
                 "{} {:<26} {}",
                 if e.enforced { "enforced" } else { "MISSING " },
                 cap.name(),
@@ -365,9 +415,9 @@ pub fn probe(args: &ProbeArgs) -> u8 {
             );
         }
         if missing.is_empty() {
-            println!("all nine capabilities are enforced on this host");
+            out!("all nine capabilities are enforced on this host");
         } else {
-            println!(
+            out!(
                 "{} capability(ies) missing: no worker can run here",
                 missing.len()
             );

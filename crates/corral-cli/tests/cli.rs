@@ -309,3 +309,102 @@ fn withdrawn_capability_is_reported_missing_and_unknown_names_are_refused() {
     );
     assert!(bad.stdout.is_empty());
 }
+
+/// Every command that prints data, its stdout a pipe nobody reads (closed before corral
+/// starts): a quiet end of output with the command's contract code, never a panic (101).
+#[test]
+fn a_closed_stdout_pipe_is_a_quiet_exit_with_the_contract_code() {
+    let wu = "examples/work-units/fix-off-by-one.json";
+    let preset = "examples/presets/offline-agent.json";
+    let cases: [(&[&str], &[i32]); 6] = [
+        (&["admit", "--work-unit", wu, "--preset", preset], &[0]),
+        (
+            &["admit", "--work-unit", wu, "--preset", preset, "--json"],
+            &[0],
+        ),
+        (&["schema", "work-unit"], &[0]),
+        // Root attests the capabilities (0); anyone else is told what is missing (3).
+        (&["probe"], &[0, 3]),
+        (&["probe", "--json"], &[0, 3]),
+        (&["cache", "ls"], &[0]),
+    ];
+    for (args, codes) in cases {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let home = std::env::temp_dir().join(format!("corral-epipe-{}", std::process::id()));
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .args(args)
+            .current_dir(root())
+            .env_clear()
+            .env("HOME", &home)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&home);
+        let err = stderr(&out);
+        assert!(
+            out.status.code().is_some_and(|c| codes.contains(&c)),
+            "{args:?}: {:?}: {err}",
+            out.status
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// `--env =x` has no name: the same bad-input line as `--env x` (exit 2).
+#[test]
+fn env_without_a_name_is_bad_input() {
+    for bad in ["=x", "x"] {
+        let out = corral(&[
+            "run",
+            "--work-unit",
+            "examples/work-units/fix-off-by-one.json",
+            "--preset",
+            "examples/presets/offline-agent.json",
+            "--repo",
+            ".",
+            "--env",
+            bad,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("expected NAME=VALUE"),
+            "{bad}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// Help says what users need: the exit codes in every command's help, the schema names, and
+/// that `export oci` takes one WorkUnit.
+#[test]
+fn help_lists_exit_codes_schema_names_and_oci_arity() {
+    for args in [
+        &["--help"][..],
+        &["run", "--help"],
+        &["verify", "--help"],
+        &["probe", "--help"],
+        &["export", "oci", "--help"],
+        &["cache", "gc", "--help"],
+    ] {
+        let out = corral(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("Exit codes: 0 success") && text.contains("3 a sandbox capability"),
+            "{args:?}: {text}"
+        );
+    }
+    let text = String::from_utf8_lossy(&corral(&["schema", "--help"]).stdout).into_owned();
+    for name in [
+        "work-unit",
+        "agent-preset",
+        "connections",
+        "result-manifest",
+    ] {
+        assert!(text.contains(name), "{text}");
+    }
+    let text = String::from_utf8_lossy(&corral(&["export", "oci", "--help"]).stdout).into_owned();
+    assert!(text.contains("`oci` takes exactly one"), "{text}");
+}

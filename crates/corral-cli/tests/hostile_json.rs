@@ -277,6 +277,28 @@ fn run_json_escapes_a_hostile_changed_path_and_verify_accepts_it() {
     ];
     let v = corral(&t.0, &args);
     assert_eq!(v.status.code(), Some(0), "{}", stderr(&v));
+    // `corral run --json > m.json && corral verify m.json`: stdout as the shell saved it,
+    // trailing newline and all, round-trips; its lines speak the contract's words.
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let v = corral(&t.0, &args);
+    assert_eq!(v.status.code(), Some(0), "{}", stderr(&v));
+    let said = String::from_utf8_lossy(&v.stdout);
+    assert!(
+        said.lines()
+            .next()
+            .is_some_and(|l| l.starts_with("manifest sha256:") && l.ends_with(": intact")),
+        "{said}"
+    );
+    assert!(
+        !said.contains("Intact") && !said.contains("Digest("),
+        "{said}"
+    );
+    // Two newlines are another spelling.
+    let mut twice = out.stdout.clone();
+    twice.push(b'\n');
+    std::fs::write(&saved, &twice).unwrap();
+    let v = corral(&t.0, &args);
+    assert_eq!(v.status.code(), Some(1), "{}", stderr(&v));
     // The same document with the code point raw is another spelling: not canonical.
     let raw = serde_json::to_vec(&m).unwrap();
     assert_ne!(raw, line);
@@ -284,7 +306,8 @@ fn run_json_escapes_a_hostile_changed_path_and_verify_accepts_it() {
     let v = corral(&t.0, &args);
     assert_eq!(v.status.code(), Some(1), "{}", stderr(&v));
     assert!(
-        String::from_utf8_lossy(&v.stdout).contains("NotCanonical"),
+        String::from_utf8_lossy(&v.stdout).contains("manifest sha256:")
+            && String::from_utf8_lossy(&v.stdout).contains(": not canonical:"),
         "{}",
         String::from_utf8_lossy(&v.stdout)
     );

@@ -285,28 +285,62 @@ fn writes_outside_scope_fail_inside_the_sandbox() {
 #[test]
 fn failed_attempts_exit_1_with_their_termination() {
     let f = fixture("fail");
-    let cases: Vec<(Value, &str, &str)> = vec![
-        (work_unit(&f, 30, 10, 128 << 20), "exit 3", "exited"),
-        (work_unit(&f, 1, 10, 128 << 20), "sleep 30", "wall_timeout"),
+    // The last column: the one stderr line that says what ended the attempt.
+    let cases: Vec<(Value, &str, &str, &str)> = vec![
+        (
+            work_unit(&f, 30, 10, 128 << 20),
+            "exit 3",
+            "exited",
+            "attempt_failed: the worker exited 3 after ",
+        ),
+        (
+            work_unit(&f, 1, 10, 128 << 20),
+            "sleep 30",
+            "wall_timeout",
+            "attempt_failed: wall_timeout after ",
+        ),
         (
             work_unit(&f, 30, 1, 128 << 20),
             "while :; do :; done",
             "cpu_limit",
+            "attempt_failed: cpu_limit after ",
         ),
         (
             work_unit(&f, 30, 10, 32 << 20),
             "head -c 200000000 /dev/zero > /dev/shm/fill; tail /dev/zero",
             "memory_limit",
+            "attempt_failed: memory_limit: peak ",
         ),
-        (work_unit(&f, 30, 10, 128 << 20), "kill -9 $$", "signaled"),
+        (
+            work_unit(&f, 30, 10, 128 << 20),
+            "kill -9 $$",
+            "signaled",
+            "attempt_failed: the worker was killed by signal 9 after ",
+        ),
     ];
-    for (wu, script, termination) in cases {
+    for (wu, script, termination, said) in cases {
         let (code, m, err) = run(&f, &wu, &shell_preset(script), &[]);
         assert_eq!(code, 1, "{script}: {err}");
         assert_eq!(m["outcome"], "attempt_failed", "{script}");
         assert_eq!(m["execution"]["termination"], termination, "{script}: {m}");
         assert_eq!(m["authority"]["merge"], false);
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("corral: attempt_failed: "))
+            .unwrap_or_else(|| panic!("{script}: no attempt_failed line on stderr: {err}"));
+        assert!(
+            line.starts_with(&format!("corral: {said}")),
+            "{script}: {line}"
+        );
     }
+    // The wall budget is named with what was used.
+    let (_, _, err) = run(
+        &f,
+        &work_unit(&f, 1, 10, 128 << 20),
+        &shell_preset("sleep 30"),
+        &[],
+    );
+    assert!(err.contains(" s of 1 s"), "{err}");
 }
 
 #[test]
@@ -627,6 +661,36 @@ fn worker_git_is_self_contained_and_clean() {
         !alt.contains(f.repo.to_str().unwrap()),
         "the worker's .git names the canonical repository: {alt}"
     );
+}
+
+/// `corral demo | head -1` when the reader has gone before the first line: a closed pipe is a
+/// quiet end of output (EPIPE), not a panic (exit 101); the demo still finishes, exits 0 and
+/// removes its temporary repository. The read end is closed before corral starts, so every
+/// write meets EPIPE.
+#[test]
+fn demo_into_a_closed_pipe_is_quiet_and_leaves_nothing() {
+    let f = fixture("demo-epipe");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let child = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .arg("demo")
+        .env_clear()
+        .env("HOME", f.dir.join("home"))
+        .env("PATH", "/usr/bin:/bin")
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("Broken pipe"),
+        "{err}"
+    );
+    let left = std::env::temp_dir().join(format!("corral-demo-{pid}"));
+    assert!(!left.exists(), "{} left behind", left.display());
 }
 
 /// README's first command: `corral demo` runs the whole path and captures a candidate.

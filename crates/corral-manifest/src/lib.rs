@@ -197,6 +197,42 @@ pub struct VerifyEntry {
     pub status: VerifyStatus,
 }
 
+impl std::fmt::Display for ArtifactRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ArtifactRole::Manifest => "manifest",
+            ArtifactRole::Patch => "patch",
+            ArtifactRole::Stdout => "stdout",
+            ArtifactRole::Stderr => "stderr",
+        })
+    }
+}
+
+/// One line of `corral verify`, in the contract's words: `patch sha256:...: intact`,
+/// `stdout sha256:...: mismatch: expected sha256:... got sha256:...`.
+impl std::fmt::Display for VerifyEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: ", self.role, self.digest)?;
+        match &self.status {
+            VerifyStatus::Intact => f.write_str("intact"),
+            VerifyStatus::Missing => f.write_str("missing"),
+            VerifyStatus::Mismatch { actual } => {
+                write!(f, "mismatch: expected {} got {actual}", self.digest)
+            }
+            VerifyStatus::SizeMismatch { recorded, actual } => write!(
+                f,
+                "size mismatch: the manifest records {recorded} bytes, the file has {actual}"
+            ),
+            VerifyStatus::NotRegular => f.write_str("not a regular file"),
+            VerifyStatus::NotCanonical => f.write_str(
+                "not canonical: these bytes are not the one JSON spelling corral writes \
+                 (re-encoded or edited)",
+            ),
+            VerifyStatus::Unreadable(why) => write!(f, "unreadable: {why}"),
+        }
+    }
+}
+
 /// What `corral verify` found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VerifyReport {
@@ -302,18 +338,24 @@ pub fn verify_manifest_file(
             detail: format!("larger than {MAX_MANIFEST_BYTES} bytes"),
         });
     }
-    let bytes = fs::read(path).map_err(io)?;
-    let manifest: ResultManifest =
-        serde_json::from_slice(&bytes).map_err(|e| LoadError::Invalid {
-            path: path.to_path_buf(),
-            detail: e.to_string(),
-        })?;
-    let mut report = VerifyReport::default();
-    let own = Digest::of_bytes(&bytes);
+    let file = fs::read(path).map_err(io)?;
     let named = path
         .file_name()
         .and_then(|n| n.to_str())
         .and_then(|n| Digest::from_hex(n).ok());
+    // `corral run --json > m.json` ends the document with one newline; a saved copy is those
+    // canonical bytes plus it. A file named by its digest (the store's) must be exact.
+    let bytes = match file.strip_suffix(b"\n") {
+        Some(body) if named.is_none() => body,
+        _ => &file[..],
+    };
+    let manifest: ResultManifest =
+        serde_json::from_slice(bytes).map_err(|e| LoadError::Invalid {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        })?;
+    let mut report = VerifyReport::default();
+    let own = Digest::of_bytes(bytes);
     let status = if canonical_json(&manifest) != bytes {
         VerifyStatus::NotCanonical
     } else if named.as_ref().is_some_and(|d| *d != own) {

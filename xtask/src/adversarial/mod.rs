@@ -37,6 +37,12 @@ struct Options {
     cpu_hog: bool,
 }
 
+const USAGE: &str = "usage: cargo xtask adversarial [--list] [--filter ID|CATEGORY[,...]] \
+     [--json FILE] [--sarif FILE] [--corral BIN] [--repeat N] [--cpu-hog] [--verbose]\n\
+     Runs the host qualification suite through the corral binary; exit 0 only when every \
+     applicable case is contained and the host is left as it was. Only the whole suite \
+     (no --filter) qualifies a host.";
+
 fn parse(root: &Path, args: &[String]) -> Result<Options> {
     let out = root.join("target/adversarial");
     let mut o = Options {
@@ -76,11 +82,11 @@ fn parse(root: &Path, args: &[String]) -> Result<Options> {
                     .context("--repeat takes a whole number of rounds, 1 or more")?;
             }
             "--cpu-hog" => o.cpu_hog = true,
-            other => bail!(
-                "unknown argument {other:?}; usage: cargo xtask adversarial [--list] \
-                 [--filter ID|CATEGORY[,...]] [--json FILE] [--sarif FILE] [--corral BIN] \
-                 [--repeat N] [--cpu-hog] [--verbose]"
-            ),
+            "--help" | "-h" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other:?}; {USAGE}"),
         }
     }
     Ok(o)
@@ -101,6 +107,10 @@ fn selected(case: &Case, filter: &[String]) -> bool {
 /// generated from the case table into a private folder, which is removed afterwards; reports
 /// default to `./corral-qualification/` unless `--json`/`--sarif` say otherwise.
 pub fn run_standalone(args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--help" || a == "-h") {
+        println!("{USAGE}");
+        return Ok(());
+    }
     let listing = args.iter().any(|a| a == "--list");
     if !listing && !args.iter().any(|a| a == "--corral") {
         bail!(
@@ -231,7 +241,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
             );
         }
     }
-    report::write_json(&o.json, &results, &leftovers, started.elapsed())?;
+    report::write_json(&o.json, &results, &leftovers, started.elapsed(), &o.filter)?;
     report::write_sarif(&o.sarif, &results)?;
     println!("report: {} and {}", o.json.display(), o.sarif.display());
     let bad: Vec<&CaseResult> = results
@@ -259,11 +269,21 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
                 .join(", ")
         );
     }
-    println!(
-        "host qualified: every applicable case contained ({} cases in {:.0} s)",
-        results.len(),
-        started.elapsed().as_secs_f64()
-    );
+    if o.filter.is_empty() {
+        println!(
+            "host qualified: every applicable case contained ({} cases in {:.0} s)",
+            results.len(),
+            started.elapsed().as_secs_f64()
+        );
+    } else {
+        println!(
+            "{} selected case(s) contained in {:.0} s (--filter {}); not a qualification: \
+             only the whole suite qualifies a host",
+            results.len(),
+            started.elapsed().as_secs_f64(),
+            o.filter.join(",")
+        );
+    }
     Ok(())
 }
 

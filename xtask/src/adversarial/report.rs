@@ -66,14 +66,19 @@ pub fn write_json(
     results: &[CaseResult],
     leftovers: &[String],
     elapsed: Duration,
+    filter: &[String],
 ) -> Result<()> {
     let count = |o: Outcome| results.iter().filter(|r| r.outcome == o).count();
-    let qualified =
-        count(Outcome::Escaped) == 0 && count(Outcome::Inconclusive) == 0 && leftovers.is_empty();
+    // Only the whole suite can qualify a host: a filtered run says what it selected.
+    let qualified = filter.is_empty()
+        && count(Outcome::Escaped) == 0
+        && count(Outcome::Inconclusive) == 0
+        && leftovers.is_empty();
     let doc = json!({
         "schema_version": "corral.adversarial-report/v1",
         "host": host_facts(),
         "qualified": qualified,
+        "filter": if filter.is_empty() { Value::Null } else { json!(filter) },
         "seconds": elapsed.as_secs_f64(),
         "summary": {
             "contained": count(Outcome::Contained),
