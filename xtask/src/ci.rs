@@ -100,121 +100,90 @@ pub fn run(root: &Path) -> Result<()> {
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         crate::vm::run(root, &args)
     };
-    // The whole qualification suite in Debian 12's 6.1 guest, pure cgroup v2, under systemd
-    // with the harness as a `Delegate=yes` service's main process, so every corral beside it
-    // gets a delegated scope of its own; the harness's generic checks also find any corral
-    // cgroup or scope left behind. It is the longest step (~40 min under TCG with the
-    // release binary, ~25% less than with the debug one) and runs its cases one after
-    // another, so it leaves cores idle: it runs in the background, beside the other guest
-    // steps, its console in a log printed when it ends. The kernels are fetched first, so no
-    // two guests download one package at once.
-    step(
-        root,
-        "release corral for the guest suite",
-        &cargo,
-        &["build", "--release", "-p", "corral-cli", "--bin", "corral"],
-    )?;
-    crate::vm::fetch(root, &["6.1", "6.12", "7.x"])?;
-    let release = root.join("target/release/corral");
-    let release = release.to_string_lossy().into_owned();
-    let suite = Background::start(
-        root,
-        "the whole qualification suite on kernel 6.1 under systemd (background)",
-        &me,
-        &[
-            "vm",
-            "--kernel",
-            "6.1",
-            "--layout",
-            "systemd-service",
-            "--tmp",
-            "ext4",
-            "--timeout",
-            "4200",
-            // The guest's console in the log, a line per case.
-            "--verbose",
-            "--",
-            &format!("{xtask} adversarial --corral {release}"),
-        ],
-    )?;
-    // `corral probe` (all nine capabilities, exit 0) and `corral demo` (a captured patch) in
-    // every layout corral supports: the root cgroup (a container's), a `Delegate=yes` service
-    // (made by the init, and under the host's own systemd as the guests' init), and beside
-    // another process under systemd (a login session's situation: corral gets a delegated
-    // scope of its own over D-Bus); the cache on ext4 (Debian's default) and, for 6.12, on
-    // tmpfs.
-    let probe_demo = format!("sh -c '{corral} probe && {corral} demo'");
+    // `corral probe`: all nine capabilities in the root cgroup and in a `Delegate=yes`
+    // service, the cache on ext4 (Debian's default) and, for 6.12, on tmpfs.
     guests(
-        "corral probe and demo: kernels 6.12 and 7.x in every supported layout, ext4",
+        "kernels 6.1, 6.12 and 7.x, root and service layouts, cache on ext4",
         &[
             "--kernel",
-            "6.12,7.x",
+            "6.1,6.12,7.x",
             "--layout",
-            "root,service,systemd-service,systemd-session",
+            "root,service",
             "--tmp",
             "ext4",
-            "--",
-            &probe_demo,
-        ],
-    )?;
-    // 6.1's Delegate=yes service under systemd is the suite's (in the background).
-    guests(
-        "corral probe and demo: kernel 6.1, root cgroup, service, beside another process",
-        &[
-            "--kernel",
-            "6.1",
-            "--layout",
-            "root,service,systemd-session",
-            "--tmp",
-            "ext4",
-            "--",
-            &probe_demo,
+            "--corral",
+            &corral,
         ],
     )?;
     guests(
-        "corral probe and demo: kernel 6.12, cache on tmpfs",
+        "kernel 6.12, root and service layouts, cache on tmpfs",
         &[
             "--kernel",
             "6.12",
             "--layout",
-            "root",
+            "root,service",
             "--tmp",
             "tmpfs",
-            "--",
-            &probe_demo,
+            "--corral",
+            &corral,
         ],
     )?;
-    // Without systemd, a cgroup corral shares (a session scope with the user's shell) or one
-    // without the controllers is refused (exit 3) in one line that says why and how to fix
-    // it, and no cgroup of corral's is left.
-    for (layout, says) in [
-        (
-            "session",
-            "grep \"also holds processes that are not corral.s\" /root/probe.txt | grep -q \
-             \"systemd is not this host.s init\"",
-        ),
-        (
-            "undelegated",
-            "grep -q \"not delegated to corral.s cgroup\" /root/probe.txt",
-        ),
-    ] {
-        let refused = format!(
-            "sh -c '{corral} probe > /root/probe.txt; test $? -eq 3 && {says} && \
-             test -z \"$(find /sys/fs/cgroup -name \"corral-*\")\"'"
-        );
-        guests(
-            &format!("{layout} layout without systemd: refused in one line, nothing left"),
-            &[
-                "--kernel", "6.12,7.x", "--layout", layout, "--tmp", "ext4", "--", &refused,
-            ],
-        )?;
-    }
+    // The host's own systemd as the guests' init: corral started beside another process in
+    // an ordinary service (a login session's situation) gets a delegated scope of its own
+    // over D-Bus; without systemd (the busybox `session` layout) it refuses in one line that
+    // says why, and leaves no cgroup of its own behind.
+    guests(
+        "real systemd, corral beside another process, cache on ext4",
+        &[
+            "--kernel",
+            "6.1,6.12,7.x",
+            "--layout",
+            "systemd-session",
+            "--tmp",
+            "ext4",
+            "--corral",
+            &corral,
+        ],
+    )?;
+    let refused = format!(
+        "sh -c '{corral} probe > /root/probe.txt; test $? -eq 3 && grep \"also holds \
+         processes that are not corral.s\" /root/probe.txt | grep -q \"systemd is not \
+         this host.s init\" && test -z \"$(find /sys/fs/cgroup -name \"corral-*\")\"'"
+    );
+    guests(
+        "a shared session scope without systemd is refused in one line, nothing left",
+        &[
+            "--kernel", "6.12", "--layout", "session", "--tmp", "ext4", "--", &refused,
+        ],
+    )?;
+    let demo = format!("{corral} demo");
+    guests(
+        "corral demo on kernels 6.1 and 6.12 in a Delegate=yes service",
+        &[
+            "--kernel", "6.1,6.12", "--layout", "service", "--tmp", "ext4", "--", &demo,
+        ],
+    )?;
+    guests(
+        "corral demo on kernel 7.x beside another process, under systemd",
+        &[
+            "--kernel",
+            "7.x",
+            "--layout",
+            "systemd-session",
+            "--tmp",
+            "ext4",
+            "--",
+            &demo,
+        ],
+    )?;
     // The integration tests that start real sandboxes (corral-cli's, corral-checkout's and
-    // corral-linux's test binaries, built on the host) inside guests: in the root cgroup (a
-    // container's) and in a Delegate=yes service under systemd (~4 min each under TCG). Not
-    // the busybox `service` layout: there the test binary is the service's process and every
-    // corral it starts shares its cgroup without a systemd to ask, which corral refuses by
-    // design.
+    // corral-linux's test binaries, built on the host) inside guests: 6.12 in the root cgroup
+    // (a container's) and in a Delegate=yes service under systemd (~4 min each under TCG).
+    // Not the busybox `service` layout: there the test binary is the service's process and
+    // every corral it starts shares its cgroup without a systemd to ask, which corral refuses
+    // by design. Not 7.x yet: one run there failed a run.rs test (not yet seen why) and one
+    // ended in a guest kernel Oops (int3 in tg_cpus, a jump label being patched while the
+    // cpu controller is enabled: QEMU's multi-threaded TCG and cross-modifying code).
     let tests = "corral-cli,corral-checkout,corral-linux";
     guests(
         "integration tests on kernel 6.12, root cgroup and Delegate=yes service under systemd",
@@ -226,88 +195,40 @@ pub fn run(root: &Path) -> Result<()> {
             "--tmp",
             "ext4",
             "--timeout",
-            "1500",
+            "1200",
             "--tests",
             tests,
         ],
     )?;
-    // Not 7.x yet: its root-cgroup guest passes them (448 s), its systemd-service guest
-    // failed the egress tests once (cause not yet seen: rerun with --verbose).
-    // The whole suite's guest, running beside the steps above since they began.
-    let status = suite.finish()?;
-    if !status.success() {
-        bail!("the whole qualification suite on kernel 6.1 under systemd failed ({status})");
-    }
+    // Last: the qualification cases a pure cgroup v2 host with loadable modules and no
+    // network device showed to depend on the host (PROC-06's v2 judge, NET-02's and NET-13's
+    // controls, KRN-06's module autoload through socket protocols, FS-11's logind mounts,
+    // CRED-02, RES-CPU-01; PROC-04's signal clock, SIG-01's budget and FS-10's `su` bound,
+    // which assumed a fast host), in Debian 12's 6.1 guest under systemd with the harness as
+    // a `Delegate=yes` service's main process, so every corral beside it gets a delegated
+    // scope of its own; the harness's generic checks also find any corral cgroup or scope
+    // left behind. The whole suite there (27 min under TCG) is not in CI yet (ADR-0060).
+    let cases = format!(
+        "{xtask} adversarial --corral {corral} --filter \
+         PROC-06,NET-02,NET-13,CRED-02,RES-CPU-01,KRN-06,FS-11,PROC-04,SIG-01,FS-10"
+    );
+    guests(
+        "host-dependent qualification cases on kernel 6.1 under systemd",
+        // --verbose: every case's line in CI's log, whatever the outcome.
+        &[
+            "--kernel",
+            "6.1",
+            "--layout",
+            "systemd-service",
+            "--tmp",
+            "ext4",
+            "--timeout",
+            "1500",
+            "--verbose",
+            "--",
+            &cases,
+        ],
+    )?;
     println!("ci: all steps passed");
     Ok(())
-}
-
-/// A step that runs beside the others (`xtask vm` as a child, its output in a log under
-/// `target/vm/`). Ended by its own pid if CI stops before it is waited for; its qemu ends
-/// with it (`setpriv --pdeathsig`).
-struct Background {
-    name: String,
-    child: Option<std::process::Child>,
-    log: std::path::PathBuf,
-}
-
-impl Background {
-    fn start(root: &Path, name: &str, xtask: &Path, args: &[&str]) -> Result<Self> {
-        let log = root.join(format!(
-            "target/vm/ci-background-{}.log",
-            std::process::id()
-        ));
-        let out = std::fs::File::create(&log).with_context(|| format!("{}", log.display()))?;
-        let err = out.try_clone()?;
-        println!(
-            "==> started in the background: {name} (log {})",
-            log.display()
-        );
-        let child = Command::new(xtask)
-            .args(args)
-            // As `cargo xtask` would run it (the workspace is found from it).
-            .env("CARGO_MANIFEST_DIR", root.join("xtask"))
-            .current_dir(root)
-            .stdin(std::process::Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("starting {}", xtask.display()))?;
-        Ok(Self {
-            name: name.to_owned(),
-            child: Some(child),
-            log,
-        })
-    }
-
-    /// Waits for it, then prints its log.
-    fn finish(mut self) -> Result<std::process::ExitStatus> {
-        println!("==> waiting for: {}", self.name);
-        let status = self
-            .child
-            .take()
-            .context("waited for twice")?
-            .wait()
-            .context("waiting for the background step")?;
-        let text = std::fs::read(&self.log).unwrap_or_default();
-        println!("==> {} ({status}):", self.name);
-        println!("{}", String::from_utf8_lossy(&text));
-        let _ = std::fs::remove_file(&self.log);
-        Ok(status)
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-            let text = std::fs::read(&self.log).unwrap_or_default();
-            println!(
-                "==> stopped: {} (CI failed before it ended); its log so far:\n{}",
-                self.name,
-                String::from_utf8_lossy(&text)
-            );
-        }
-    }
 }

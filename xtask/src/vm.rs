@@ -924,17 +924,6 @@ fn summarize(out: &str, timed_out: bool) -> String {
     }
 }
 
-/// Fetches these kernels of the matrix (no guest is booted), so guests started side by side
-/// afterwards never download the same package at once.
-pub fn fetch(root: &Path, names: &[&str]) -> Result<()> {
-    let vm = root.join("target/vm");
-    std::fs::create_dir_all(&vm)?;
-    for (name, suite, spec) in KERNELS.iter().filter(|k| names.contains(&k.0)) {
-        fetch_kernel(&vm, name, *suite, spec)?;
-    }
-    Ok(())
-}
-
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(root, args)?;
     let vm = root.join("target/vm");
