@@ -555,7 +555,7 @@ fn wall_timeout_still_returns_the_records() {
         let mut c = case(
             "$A proxy-get http://allowed.test:8080/
 $A proxy-get http://denied.test:8080/
-sleep 30",
+sleep 600",
             &["allowed.test:8080"],
         );
         c.budget.wall = 1;
@@ -563,7 +563,9 @@ sleep 30",
         let t = Instant::now();
         let o = c.run_with(&ws.path, &lab.gateway).unwrap();
         assert_eq!(o.termination, Termination::WallTimeout);
-        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        // The budget ended the worker, not its own sleep. Not a pace: an emulated guest
+        // under load takes many seconds to set up and tear down (a 5 s bound failed there).
+        assert!(t.elapsed() < Duration::from_secs(300), "{:?}", t.elapsed());
         assert!(record(&o, "allowed.test:8080")[0].allowed, "{:?}", o.egress);
         assert_eq!(
             record(&o, "denied.test:8080")[0].reason.as_deref(),

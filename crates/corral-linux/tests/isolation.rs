@@ -74,11 +74,10 @@ fn timeout_kills_term_ignoring_stopped_and_forking_tasks() {
     let t = Instant::now();
     let o = c.run(&ws);
     assert_eq!(o.termination, Termination::WallTimeout);
-    assert!(
-        t.elapsed() < Duration::from_millis(3500),
-        "{:?}",
-        t.elapsed()
-    );
+    // The workers never end on their own: the budget ended them. The bound catches a
+    // supervisor that waits on TERM-ignoring tasks; it is not a pace (an emulated guest
+    // needs seconds to set up and tear down a sandbox).
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
     assert!(
         host_procs_with(&m).is_empty(),
         "a descendant survived the timeout"
@@ -101,7 +100,8 @@ fn cancellation_from_another_thread_kills_everything() {
     let o = corral_sandbox::execute_admitted(executor(), &run, &ws.path, &cancel).unwrap();
     h.join().unwrap();
     assert_eq!(o.termination, Termination::Cancelled);
-    assert!(t.elapsed() < Duration::from_secs(3));
+    // Sleepers of 1000 s: the cancellation ended them (a bound, not a pace).
+    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
     assert_gone(&o);
 }
 
@@ -467,6 +467,8 @@ fn stdin_is_exactly_the_objective_then_eof_and_no_tty() {
     let ws = Workspace::new("stdin");
     let mut c = Case::sh("cat; echo; read -r x || echo EOF; ls -l /proc/self/fd/0");
     c.stdin_objective = Some("the objective".into());
+    // A stdin that never reached end of file would hold `read` until this budget.
+    c.budget.wall = 600;
     let t = Instant::now();
     let o = c.run(&ws);
     let out = text(&o.stdout.bytes);
@@ -478,7 +480,7 @@ fn stdin_is_exactly_the_objective_then_eof_and_no_tty() {
         o.exit_code
     );
     assert!(out.contains("pipe:"), "{out}");
-    assert!(t.elapsed() < Duration::from_secs(3));
+    assert!(t.elapsed() < Duration::from_secs(120), "{:?}", t.elapsed());
     assert_gone(&o);
 }
 
