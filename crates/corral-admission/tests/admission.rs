@@ -71,7 +71,7 @@ fn set(doc: &mut Value, path: &str, value: Option<Value>) {
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(v: &Value) -> T {
+fn parse<T: serde::de::DeserializeOwned + serde::Serialize>(v: &Value) -> T {
     parse_document(serde_json::to_string(v).unwrap().as_bytes()).unwrap()
 }
 

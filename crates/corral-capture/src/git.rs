@@ -114,10 +114,9 @@ pub fn canonical_objects_dir(repo: &Path) -> Result<PathBuf, CaptureError> {
         }
         _ if repo.join("objects").is_dir() && repo.join("HEAD").is_file() => repo.to_path_buf(),
         _ => {
-            return Err(CaptureError::Setup(format!(
-                "{} is not a git repository",
-                repo.display()
-            )));
+            return Err(CaptureError::Setup(
+                "not a Git repository (no .git there, and not a bare repository)".to_owned(),
+            ));
         }
     };
     let common = match fs::read_to_string(gitdir.join("commondir")) {

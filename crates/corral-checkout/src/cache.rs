@@ -36,9 +36,12 @@ use crate::validate::Refusal;
 /// Why a base checkout could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum BaseError {
-    /// The caller's input is wrong (exit 2): not a repository, no such commit.
+    /// The canonical repository (`--repo`) is wrong (exit 2): not a Git repository.
     #[error("{0}")]
     BadInput(String),
+    /// The WorkUnit's `repository.base_sha` names no commit of the repository (exit 2).
+    #[error("{0}")]
+    BadBase(String),
     /// The base commit's data is refused: a reason code and the path.
     #[error(transparent)]
     Refused(Refusal),
@@ -289,12 +292,18 @@ impl BaseCache {
         isolation: &Isolation,
     ) -> Result<BaseCheckout, BaseError> {
         if !is_hex_sha(base_sha) {
-            return Err(BaseError::BadInput(format!(
-                "base_sha {base_sha:?} is not 40 or 64 lowercase hex digits"
+            return Err(BaseError::BadBase(format!(
+                "{base_sha:?} is not 40 or 64 lowercase hex digits"
             )));
         }
-        let objects = canonical_objects_dir(repo)
-            .map_err(|e| BaseError::BadInput(format!("--repo {}: {e}", repo.display())))?;
+        let objects = canonical_objects_dir(repo).map_err(|e| {
+            // The message itself, without the capture crate's own prefix.
+            let why = match e {
+                corral_capture::CaptureError::Setup(m) => m,
+                other => other.to_string(),
+            };
+            BaseError::BadInput(format!("--repo {}: {why}", repo.display()))
+        })?;
         let dir = self.root.join("base").join(base_sha);
         // The lease: a shared lock held for the attempt's whole life, so no gc evicts the
         // entry meanwhile. It is never converted (flock conversions are not atomic).
@@ -461,8 +470,9 @@ impl BaseCache {
             Response::Refused { code, path, detail } => {
                 Err(BaseError::Refused(Refusal { code, path, detail }))
             }
-            Response::BadInput { message } => Err(BaseError::BadInput(format!(
-                "{message} ({})",
+            // The helper's only bad input is the base commit it was asked for.
+            Response::BadInput { message } => Err(BaseError::BadBase(format!(
+                "{message} (objects {})",
                 objects.display()
             ))),
             Response::Failed { message } => Err(BaseError::Internal(message)),

@@ -126,13 +126,13 @@ pub fn materialize_commit(
         Some((kind, data)) if kind == "commit" => data,
         Some((kind, _)) => {
             return Err(MaterializeError::BadInput(format!(
-                "base_sha {} is a {kind}, not a commit",
+                "{} is a {kind}, not a commit",
                 base.hex()
             )));
         }
         None => {
             return Err(MaterializeError::BadInput(format!(
-                "base_sha {} is not in the repository",
+                "{} is not a commit of the repository",
                 base.hex()
             )));
         }

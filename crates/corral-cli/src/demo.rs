@@ -212,14 +212,10 @@ fn run_in(dir: &PathBuf) -> u8 {
         }
     };
     let m = &report.manifest.manifest;
-    let outcome = serde_json::to_value(m.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
     out!(
-        "  outcome     {outcome} (termination {:?}, exit {:?})",
-        m.execution.termination,
-        m.execution.exit_code
+        "  outcome     {} ({})",
+        crate::display::word(&m.outcome),
+        crate::display::ending(&m.execution)
     );
     out!(
         "  used        wall {} ms of 60 s, cpu {} ms of 30 s, peak memory {} KiB of 256 MiB",
@@ -237,7 +233,11 @@ fn run_in(dir: &PathBuf) -> u8 {
     }
     if let Some(c) = &m.candidate {
         for p in &c.changed_paths {
-            out!("  changed     {:?} {}", p.change, escape(&p.path));
+            out!(
+                "  changed     {} {}",
+                crate::display::word(&p.change),
+                escape(&p.path)
+            );
         }
     }
     let stdout = std::fs::read(artifacts.join("sha256").join(m.logs.stdout.digest.hex()))

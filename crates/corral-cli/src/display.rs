@@ -21,6 +21,35 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// The contract's word for a value that serializes as one string (an outcome, a
+/// termination, a change kind): `candidate_captured`, `wall_timeout`, `modified`. Never
+/// Rust's Debug text.
+#[must_use]
+pub fn word<T: Serialize + ?Sized>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_owned(),
+    }
+}
+
+/// How the worker ended, in the contract's words: `exited 0`, `signaled 9`, `wall_timeout`.
+#[must_use]
+pub fn ending(e: &corral_contract::manifest::ExecutionRecord) -> String {
+    use corral_contract::manifest::Termination;
+    match e.termination {
+        Termination::Exited => format!(
+            "exited {}",
+            e.exit_code.map_or("?".to_owned(), |c| c.to_string())
+        ),
+        Termination::Signaled => format!(
+            "signaled {}",
+            e.signal.map_or("?".to_owned(), |c| c.to_string())
+        ),
+        other => word(&other),
+    }
+}
+
 /// Prints `value` on stdout as one line of canonical JSON: the one writer of every `--json`
 /// output, so no bidi, C1 or other invisible code point of worker-controlled text is raw
 /// (they are `\uXXXX` escapes, which canonical JSON always uses for them).
@@ -60,6 +89,15 @@ pub fn write_stdout(args: std::fmt::Arguments<'_>, newline: bool) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn contract_words_not_debug_text() {
+        use super::word;
+        use corral_contract::manifest::{ChangeKind, Outcome, Termination};
+        assert_eq!(word(&Outcome::CandidateCaptured), "candidate_captured");
+        assert_eq!(word(&Termination::WallTimeout), "wall_timeout");
+        assert_eq!(word(&ChangeKind::Modified), "modified");
+    }
+
     #[test]
     fn escapes_terminal_controls() {
         assert_eq!(

@@ -12,7 +12,7 @@ use crate::display::escape;
 pub struct BadInput(pub String);
 
 /// Reads and parses one document.
-pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, BadInput> {
+pub fn load<T: DeserializeOwned + serde::Serialize>(path: &Path) -> Result<T, BadInput> {
     let shown = escape(&path.display().to_string());
     let meta =
         std::fs::metadata(path).map_err(|e| BadInput(format!("{shown}: cannot read: {e}")))?;
@@ -25,13 +25,6 @@ pub fn load<T: DeserializeOwned>(path: &Path) -> Result<T, BadInput> {
         )));
     }
     let bytes = std::fs::read(path).map_err(|e| BadInput(format!("{shown}: cannot read: {e}")))?;
-    parse_document(&bytes).map_err(|e| {
-        BadInput(format!(
-            "{shown}: {}: {} (line {}, column {})",
-            escape(&e.field),
-            escape(&e.message),
-            e.line,
-            e.column
-        ))
-    })
+    // The field names and values come from the file: escaped before they reach a terminal.
+    parse_document(&bytes).map_err(|e| BadInput(format!("{shown}: {}", escape(&e.describe()))))
 }

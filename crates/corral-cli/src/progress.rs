@@ -16,6 +16,15 @@ pub struct Ticker {
 }
 
 impl Ticker {
+    /// Whether a live line suits this stderr: a terminal that can redraw a line (not
+    /// `TERM=dumb`, which has no cursor control).
+    pub fn wanted(json: bool) -> bool {
+        use std::io::IsTerminal as _;
+        !json
+            && std::io::stderr().is_terminal()
+            && std::env::var_os("TERM").is_some_and(|t| !t.is_empty() && t != "dumb")
+    }
+
     pub fn start(budget: &corral_contract::documents::Budget) -> Self {
         let budget = budget.clone();
         let wall_budget = budget.wall_seconds.unwrap_or(0);
@@ -23,6 +32,7 @@ impl Ticker {
         let s = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
             let t0 = Instant::now();
+            let mut peak = 0u64;
             while !s.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(200));
                 let mut line = format!(
@@ -30,12 +40,16 @@ impl Ticker {
                     t0.elapsed().as_secs_f64()
                 );
                 if let Some(u) = corral_linux::live_usage() {
+                    // Sampled every 200 ms: the peak seen here, not the kernel's own (the
+                    // manifest records that one).
+                    peak = peak.max(u.memory_bytes);
                     line.push_str(&format!(
-                        "  cpu {:.1}s / {}s  memory {} / {} MiB  processes {} / {}",
+                        "  cpu {:.1}s / {}s  memory {} (peak {}) / {}  processes {} / {}",
                         u.cpu_ms as f64 / 1000.0,
                         budget.cpu_seconds.unwrap_or(0),
-                        u.memory_bytes >> 20,
-                        budget.memory_bytes.unwrap_or(0) >> 20,
+                        size(u.memory_bytes),
+                        size(peak),
+                        size(budget.memory_bytes.unwrap_or(0)),
                         u.processes,
                         budget.max_processes.unwrap_or(0)
                     ));
@@ -53,11 +67,36 @@ impl Ticker {
     }
 }
 
+/// Bytes as a person reads them: `780 KiB`, `12.3 MiB`, `2.0 GiB`.
+fn size(bytes: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    match bytes {
+        b if b >= GIB => format!("{:.1} GiB", b as f64 / GIB as f64),
+        b if b >= 10 * MIB => format!("{} MiB", b / MIB),
+        b if b >= MIB => format!("{:.1} MiB", b as f64 / MIB as f64),
+        b => format!("{} KiB", b.div_ceil(KIB)),
+    }
+}
+
 impl Drop for Ticker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_read_as_people_read_them() {
+        assert_eq!(super::size(780 * 1024), "780 KiB");
+        assert_eq!(super::size(0), "0 KiB");
+        assert_eq!(super::size(3 << 20), "3.0 MiB");
+        assert_eq!(super::size(2048 << 20), "2.0 GiB");
+        assert_eq!(super::size(300 << 20), "300 MiB");
     }
 }

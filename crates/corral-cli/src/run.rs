@@ -1,7 +1,6 @@
 //! `corral run`, `corral verify`, `corral probe`.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -181,7 +180,7 @@ pub fn run(args: &RunArgs) -> u8 {
         cache_limits,
         checkout: &checkout,
     };
-    let progress = (!args.json && std::io::stderr().is_terminal())
+    let progress = crate::progress::Ticker::wanted(args.json)
         .then(|| crate::progress::Ticker::start(&inputs.work_unit.budget));
     let result = run_attempt(&run_inputs, &executor, &cancel);
     drop(progress);
@@ -218,6 +217,11 @@ pub fn report_error(err: &RunError, wu: &Path, preset: &Path, conn: Option<&Path
             }
         }
         RunError::BadInput(m) => eprintln!("corral: {}", escape(m)),
+        RunError::BadWorkUnitField { field, detail } => eprintln!(
+            "corral: {}: {field}: {}",
+            escape(&wu.display().to_string()),
+            escape(detail)
+        ),
         RunError::Internal(m) => eprintln!("corral: internal error: {}", escape(m)),
     }
     err.exit_code()
@@ -269,16 +273,9 @@ pub fn attempt_failed_line(
 }
 
 fn print_report(report: &RunReport, json: bool) {
-    if json {
-        // The stored manifest's own canonical bytes, byte for byte (`corral verify` accepts them).
-        print_bytes_line(&report.manifest.bytes);
-        return;
-    }
+    // Why a candidate was rejected, one stderr line each, with `--json` too (stdout is data).
     let m = &report.manifest.manifest;
-    let outcome = serde_json::to_value(m.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let outcome = crate::display::word(&m.outcome);
     for r in &m.rejections {
         let path = r
             .path
@@ -291,7 +288,12 @@ fn print_report(report: &RunReport, json: bool) {
             r.code
         );
     }
-    out!("{}", report.manifest.path.display());
+    if json {
+        // The stored manifest's own canonical bytes, byte for byte (`corral verify` accepts them).
+        print_bytes_line(&report.manifest.bytes);
+    } else {
+        out!("{}", report.manifest.path.display());
+    }
 }
 
 #[derive(Args, Debug)]

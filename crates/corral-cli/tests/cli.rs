@@ -127,13 +127,17 @@ fn every_invalid_example_exits_2_naming_file_and_field() {
                     || first.starts_with(&format!("corral: {rel}: ")),
                 "{rel}: {err}"
             );
-            // The field is named right after the file.
+            // The field is named right after the file; for the document itself, the
+            // position (or "the document" when there is none), never `.` or `?`.
             let after = first.split_once(&format!("{rel}: ")).unwrap().1;
             let field = after.split(':').next().unwrap();
             assert!(
-                !field.is_empty() && !field.contains(' ') || field == ".",
+                !field.is_empty() && !field.contains(' ')
+                    || field.starts_with("line ")
+                    || field == "the document",
                 "{rel}: no field in {first:?}"
             );
+            assert!(field != "." && field != "?", "{rel}: {first:?}");
             seen += 1;
         }
         assert!(seen >= 5, "{kind}: only {seen} examples");
@@ -174,7 +178,7 @@ fn malformed_json_reports_line_and_column() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("(line 3, column 3)"),
+        stderr(&out).contains("bad.json: line 3, column 3: key must be a string"),
         "{}",
         stderr(&out)
     );
@@ -407,4 +411,77 @@ fn help_lists_exit_codes_schema_names_and_oci_arity() {
     }
     let text = String::from_utf8_lossy(&corral(&["export", "oci", "--help"]).stdout).into_owned();
     assert!(text.contains("`oci` takes exactly one"), "{text}");
+}
+
+#[test]
+fn a_work_unit_written_as_an_array_is_bad_input() {
+    let dir = std::env::temp_dir().join(format!("corral-cli-array-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text =
+        std::fs::read_to_string(root().join("examples/work-units/fix-off-by-one.json")).unwrap();
+    // Control: the bundled example, as written, is admissible.
+    let good = dir.join("good.json");
+    std::fs::write(&good, &text).unwrap();
+    // The same values by position, as serde's sequence form of a struct would bind them.
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let order = [
+        "schema_version",
+        "id",
+        "objective",
+        "repository",
+        "security",
+        "permissions",
+        "budget",
+        "constraints",
+    ];
+    let seq: Vec<serde_json::Value> = order.iter().map(|k| v[*k].clone()).collect();
+    let bad = dir.join("wu.json");
+    std::fs::write(&bad, serde_json::to_string(&seq).unwrap()).unwrap();
+    let preset = "examples/presets/offline-agent.json";
+    let ok = corral(&[
+        "admit",
+        "--work-unit",
+        good.to_str().unwrap(),
+        "--preset",
+        preset,
+    ]);
+    let out = corral(&[
+        "admit",
+        "--work-unit",
+        bad.to_str().unwrap(),
+        "--preset",
+        preset,
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "wu.json: the document: expected a JSON object with named fields, found an array"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn verify_spells_a_position_as_the_other_commands_do() {
+    let dir = std::env::temp_dir().join(format!("corral-cli-verify-pos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("m.json");
+    std::fs::write(&bad, "{\n  oops\n}").unwrap();
+    let out = corral(&[
+        "verify",
+        bad.to_str().unwrap(),
+        "--artifacts",
+        dir.to_str().unwrap(),
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 2, column 3: key must be a string"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains(" at line "), "{}", stderr(&out));
 }

@@ -137,6 +137,33 @@ fn repo_snapshot(f: &Fixture) -> String {
     format!("{status}|{refs}|{head}|{objects}")
 }
 
+/// A worker that exits 0 and changes nothing has no candidate: `candidate_rejected` with
+/// `empty_candidate` and `candidate: null` (CONTRACT.md), exit 1 and one stderr line.
+/// Control: the same worker writing one file is captured.
+#[test]
+fn exit_0_with_no_change_is_an_empty_candidate() {
+    let f = fixture("empty");
+    let wu = work_unit(&f, 30, 10, 128 << 20);
+    let (code, m, err) = run(&f, &wu, &shell_preset("cat >/dev/null; echo nothing"), &[]);
+    assert_eq!(code, 1, "{err} {m}");
+    assert_eq!(m["outcome"], "candidate_rejected", "{m}");
+    assert_eq!(m["candidate"], Value::Null, "{m}");
+    assert_eq!(m["rejections"][0]["code"], "empty_candidate", "{m}");
+    assert_eq!(m["rejections"].as_array().map(Vec::len), Some(1), "{m}");
+    assert!(
+        err.contains("corral: candidate_rejected: ") && err.contains("[empty_candidate]"),
+        "{err}"
+    );
+    let (code, m, err) = run(
+        &f,
+        &wu,
+        &shell_preset("cat >/dev/null; echo x > src/x.txt"),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(m["outcome"], "candidate_captured", "{m}");
+}
+
 #[test]
 fn captured_candidate_exit_0_and_verify() {
     let f = fixture("ok");
@@ -384,12 +411,50 @@ fn admission_rejections_and_bad_input_exit_2_without_manifest() {
         !f.dir.join("a2/sha256").exists()
             || std::fs::read_dir(f.dir.join("a2/sha256")).unwrap().count() == 0
     );
+    // A --repo that is not a Git repository: one line naming the flag, without the capture
+    // crate's jargon.
+    let not_git = f.dir.join("not-git");
+    std::fs::create_dir_all(&not_git).unwrap();
+    let out = corral(
+        &f,
+        &[
+            "run",
+            "--work-unit",
+            wu_path.to_str().unwrap(),
+            "--preset",
+            pr_path.to_str().unwrap(),
+            "--repo",
+            not_git.to_str().unwrap(),
+            "--artifacts",
+            f.dir.join("a3").to_str().unwrap(),
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.starts_with(&format!(
+            "corral: --repo {}: not a Git repository",
+            not_git.display()
+        )),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(!said.contains("capture setup"), "{said}");
     // A base SHA that is not in the repository.
     let mut wu = work_unit(&f, 30, 10, 128 << 20);
     wu["repository"]["base_sha"] = json!("1".repeat(40));
     let (code, _, err) = run(&f, &wu, &shell_preset("true"), &[]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("not in the repository"), "{err}");
+    // The file and the field, as for every other bad WorkUnit value.
+    let wu_file = f.dir.join("wu.json");
+    assert!(
+        err.starts_with(&format!(
+            "corral: {}: repository.base_sha: {} is not a commit of the repository",
+            wu_file.display(),
+            "1".repeat(40)
+        )),
+        "{err}"
+    );
     // --env that the preset does not allow, and a malformed --env.
     let (code, _, err) = run(
         &f,
@@ -707,8 +772,9 @@ fn demo_captures_a_candidate() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The contract's words, never Rust's Debug text (`Exited`, `Some(0)`, `Added`).
     assert!(
-        stdout.contains("outcome     candidate_captured"),
+        stdout.contains("outcome     candidate_captured (exited 0)"),
         "{stdout}"
     );
     assert!(
@@ -716,7 +782,54 @@ fn demo_captures_a_candidate() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("changed     Added tests/test_range.py"),
+        stdout.contains("changed     added tests/test_range.py"),
         "{stdout}"
     );
+    for debug in ["Exited", "Some(", "Added", "Modified"] {
+        assert!(!stdout.contains(debug), "{debug} in {stdout}");
+    }
+}
+
+/// On a terminal, `run` draws a live line (`\r\x1b[2K...`); a `TERM=dumb` terminal has no
+/// cursor control and gets none. Control: the same run with `TERM=xterm` on the same pty.
+#[test]
+fn dumb_terminal_gets_no_cursor_control() {
+    let f = fixture("dumb");
+    let wu_path = f.dir.join("wu.json");
+    let pr_path = f.dir.join("preset.json");
+    std::fs::write(&wu_path, work_unit(&f, 30, 10, 128 << 20).to_string()).unwrap();
+    std::fs::write(
+        &pr_path,
+        shell_preset("cat >/dev/null; sleep 1; echo x > src/x.txt").to_string(),
+    )
+    .unwrap();
+    let on_a_pty = |term: &str| -> Vec<u8> {
+        let cmd = format!(
+            "{} run --work-unit {} --preset {} --repo {} --artifacts {}",
+            env!("CARGO_BIN_EXE_corral"),
+            wu_path.display(),
+            pr_path.display(),
+            f.repo.display(),
+            f.dir.join("artifacts").display()
+        );
+        // `script` gives corral a pseudo-terminal as stdin, stdout and stderr.
+        let out = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .env_clear()
+            .env("HOME", f.dir.join("home"))
+            .env("PATH", "/usr/bin:/bin")
+            .env("TERM", term)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{term}: {out:?}");
+        out.stdout
+    };
+    let has = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+    let xterm = on_a_pty("xterm");
+    assert!(has(&xterm, b"\x1b[2K"), "control: no live line on xterm");
+    assert!(has(&xterm, b"peak"), "{}", String::from_utf8_lossy(&xterm));
+    let dumb = on_a_pty("dumb");
+    assert!(!has(&dumb, b"\x1b["), "{}", String::from_utf8_lossy(&dumb));
+    assert!(!has(&dumb, b"\r\x1b"), "{}", String::from_utf8_lossy(&dumb));
 }

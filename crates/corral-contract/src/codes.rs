@@ -85,6 +85,8 @@ reason_codes! {
     GitMetadataChanged => "git_metadata_changed",
     /// corral itself could not capture the candidate (fails closed: no candidate).
     CaptureFailed => "capture_failed",
+    /// The worker exited 0 but changed nothing: there is no candidate to capture.
+    EmptyCandidate => "empty_candidate",
     // Base checkout.
     /// The base commit's tree holds an entry corral refuses to write (a name that is not one
     /// path component, `.git` under any spelling, a name twice, an unknown mode, bad order).

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use corral_capture::CaptureResult;
 use corral_contract::canonical::{Digest, canonical_json};
-use corral_contract::codes::Rejection;
+use corral_contract::codes::{ReasonCode, Rejection};
 use corral_contract::documents::RESULT_MANIFEST_SCHEMA;
 use corral_contract::manifest::{
     Authority, CandidateReference, DocumentRef, EgressRecord, ExecutableRecord, ExecutionRecord,
@@ -72,7 +72,13 @@ pub fn outcome_for(
     let Some(c) = capture else {
         return Outcome::AttemptFailed;
     };
-    if c.rejections.is_empty() && extra_rejections.is_empty() && c.patch.is_some() {
+    // A run that changed nothing is no candidate (code `empty_candidate`): an empty patch is
+    // one `git apply` refuses, and "exited 0" alone must never read as success.
+    if c.rejections.is_empty()
+        && extra_rejections.is_empty()
+        && c.patch.is_some()
+        && !c.changed_paths.is_empty()
+    {
         Outcome::CandidateCaptured
     } else {
         Outcome::CandidateRejected
@@ -115,8 +121,18 @@ pub fn build_manifest(
     if let Some(c) = record.capture {
         rejections.extend(c.rejections.iter().cloned());
         ignored_paths.clone_from(&c.ignored_paths);
+        let worker_ok = record.execution.termination == Termination::Exited
+            && record.execution.exit_code == Some(0);
+        if worker_ok && c.rejections.is_empty() && c.changed_paths.is_empty() {
+            rejections.push(Rejection {
+                code: ReasonCode::EmptyCandidate,
+                path: None,
+                detail: "the worker exited 0 but changed nothing in the workspace".into(),
+            });
+        }
         // A failed attempt's accepted patch is kept as evidence; it never carries authority.
-        if let Some(patch) = &c.patch {
+        // No change, no candidate (`candidate: null`).
+        if let Some(patch) = c.patch.as_ref().filter(|_| !c.changed_paths.is_empty()) {
             candidate = Some(CandidateReference {
                 patch: store.put(patch)?,
                 changed_paths: c.changed_paths.clone(),
@@ -318,6 +334,20 @@ pub enum LoadError {
     Invalid { path: PathBuf, detail: String },
 }
 
+/// serde_json's error spelled as every other corral command spells a document's:
+/// `line L, column C: message` (serde_json says `message at line L column C`).
+fn position_first(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let message = text
+        .rfind(" at line ")
+        .map_or(text.as_str(), |i| &text[..i]);
+    if e.line() == 0 {
+        message.to_owned()
+    } else {
+        format!("line {}, column {}: {message}", e.line(), e.column())
+    }
+}
+
 /// Longest manifest file read.
 pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 
@@ -352,7 +382,7 @@ pub fn verify_manifest_file(
     let manifest: ResultManifest =
         serde_json::from_slice(bytes).map_err(|e| LoadError::Invalid {
             path: path.to_path_buf(),
-            detail: e.to_string(),
+            detail: position_first(&e),
         })?;
     let mut report = VerifyReport::default();
     let own = Digest::of_bytes(bytes);

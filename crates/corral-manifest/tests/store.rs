@@ -238,6 +238,29 @@ fn outcome_rules_and_authority() {
         (None, Termination::Exited, Some(0), Outcome::AttemptFailed),
         (None, Termination::NotStarted, None, Outcome::AttemptFailed),
     ];
+    // No change: an empty patch is no candidate. Control: the same capture with a change
+    // is captured (the first row above).
+    let mut empty = accepted();
+    empty.changed_paths.clear();
+    empty.patch = Some(Vec::new());
+    for (term, exit, want) in [
+        (Termination::Exited, Some(0), Outcome::CandidateRejected),
+        (Termination::Exited, Some(1), Outcome::AttemptFailed),
+    ] {
+        let stored = normalize_and_store(&record(Some(&empty), term, exit), &store).unwrap();
+        assert_eq!(stored.manifest.outcome, want);
+        assert!(stored.manifest.candidate.is_none(), "{want:?}");
+        let codes: Vec<ReasonCode> = stored.manifest.rejections.iter().map(|r| r.code).collect();
+        if want == Outcome::CandidateRejected {
+            assert_eq!(codes, vec![ReasonCode::EmptyCandidate]);
+            let json: serde_json::Value = serde_json::from_slice(&stored.bytes).unwrap();
+            assert_eq!(json["candidate"], serde_json::Value::Null);
+            assert_eq!(json["rejections"][0]["code"], "empty_candidate");
+        } else {
+            // A failed attempt is failed for its own reason, not for an empty change.
+            assert!(codes.is_empty(), "{codes:?}");
+        }
+    }
     for (cap, term, exit, want) in cases {
         let stored = normalize_and_store(&record(cap, term, exit), &store).unwrap();
         assert_eq!(stored.manifest.outcome, want, "{term:?} {exit:?}");

@@ -57,6 +57,10 @@ pub enum RunError {
     Rejected(Vec<Rejection>),
     #[error("{0}")]
     BadInput(String),
+    /// A WorkUnit field that is well formed but wrong for this repository (exit 2): the
+    /// field (`repository.base_sha`) and why.
+    #[error("{field}: {detail}")]
+    BadWorkUnitField { field: &'static str, detail: String },
     #[error("{0}")]
     Internal(String),
 }
@@ -65,7 +69,9 @@ impl RunError {
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
-            RunError::Rejected(_) | RunError::BadInput(_) => exit::REJECTED,
+            RunError::Rejected(_) | RunError::BadInput(_) | RunError::BadWorkUnitField { .. } => {
+                exit::REJECTED
+            }
             RunError::Internal(_) => exit::FAILED,
         }
     }
@@ -159,6 +165,10 @@ pub fn run_attempt(
         .checkout(inputs.repo, run.base_sha(), inputs.checkout)
         .map_err(|e| match e {
             BaseError::BadInput(m) => RunError::BadInput(m),
+            BaseError::BadBase(detail) => RunError::BadWorkUnitField {
+                field: "repository.base_sha",
+                detail,
+            },
             // The base commit itself is refused, before any worker starts.
             BaseError::Refused(r) => RunError::Rejected(vec![Rejection::new(
                 r.code,

@@ -14,7 +14,7 @@ pub fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
-pub fn doc<T: DeserializeOwned>(rel: &str) -> T {
+pub fn doc<T: DeserializeOwned + serde::Serialize>(rel: &str) -> T {
     let path = examples().join(rel);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     parse_document(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
