@@ -136,6 +136,10 @@ pub fn run() -> u8 {
 }
 
 fn run_in(dir: &PathBuf) -> u8 {
+    if let Err(line) = crate::run::utf8_path("the temporary folder (TMPDIR)", dir) {
+        eprintln!("corral: demo: {line}");
+        return exit::REJECTED;
+    }
     if let Err(e) = std::fs::create_dir_all(dir) {
         eprintln!("corral: demo: {}: {e}", dir.display());
         return exit::FAILED;
@@ -165,6 +169,15 @@ fn run_in(dir: &PathBuf) -> u8 {
     let pr = preset(&exe, &digest);
     let artifacts = default_data_dir().join("artifacts");
     let cache = default_cache_dir();
+    for (what, path) in [
+        ("the artifact store (XDG_DATA_HOME or HOME)", &artifacts),
+        ("the base cache (XDG_CACHE_HOME or HOME)", &cache),
+    ] {
+        if let Err(line) = crate::run::utf8_path(what, path) {
+            eprintln!("corral: demo: {line}");
+            return exit::REJECTED;
+        }
+    }
     let env: BTreeMap<String, String> = [("LANG".to_owned(), "C.UTF-8".to_owned())].into();
     out!("corral demo");
     out!("  repository  {} (base {base_sha})", dir.display());
@@ -212,33 +225,8 @@ fn run_in(dir: &PathBuf) -> u8 {
         }
     };
     let m = &report.manifest.manifest;
-    out!(
-        "  outcome     {} ({})",
-        crate::display::word(&m.outcome),
-        crate::display::ending(&m.execution)
-    );
-    out!(
-        "  used        wall {} ms of 60 s, cpu {} ms of 30 s, peak memory {} KiB of 256 MiB",
-        m.execution.wall_ms,
-        m.execution.cpu_ms,
-        m.execution.peak_memory_bytes / 1024
-    );
-    for r in &m.rejections {
-        out!(
-            "  rejection   {} {}: {}",
-            r.code,
-            escape(r.path.as_deref().unwrap_or("-")),
-            escape(&r.detail)
-        );
-    }
-    if let Some(c) = &m.candidate {
-        for p in &c.changed_paths {
-            out!(
-                "  changed     {} {}",
-                crate::display::word(&p.change),
-                escape(&p.path)
-            );
-        }
+    for line in crate::summary::lines(m, Some(&wu.budget)) {
+        out!("{line}");
     }
     let stdout = std::fs::read(artifacts.join("sha256").join(m.logs.stdout.digest.hex()))
         .unwrap_or_default();
@@ -256,9 +244,10 @@ fn run_in(dir: &PathBuf) -> u8 {
             out!("{}", escape(line));
         }
     }
+    // As `corral run` says it: 3 when a capability is missing, 1 for any other outcome.
     if m.outcome == Outcome::CandidateCaptured {
         exit::OK
     } else {
-        exit::FAILED
+        report.exit_code
     }
 }

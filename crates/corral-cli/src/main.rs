@@ -24,6 +24,8 @@ mod export;
 mod input;
 mod progress;
 mod run;
+mod show;
+mod summary;
 
 use std::process::ExitCode;
 
@@ -66,6 +68,10 @@ enum Command {
     Export(export::ExportCommand),
     /// Re-hash every artifact a manifest names.
     Verify(run::VerifyArgs),
+    /// The human summary of a stored run: outcome, changes, egress, logs and the patch.
+    Show(show::ShowArgs),
+    /// Print a stored run's stdout (or, with --stderr, its stderr) log.
+    Logs(show::LogsArgs),
     /// The base checkout cache: `ls` its entries, `gc` it down to a budget.
     #[command(subcommand)]
     Cache(cache::CacheCommand),
@@ -120,6 +126,8 @@ fn main() -> ExitCode {
         Command::Probe(args) => run::probe(&args),
         Command::Run(args) => run::run(&args),
         Command::Verify(args) => run::verify(&args),
+        Command::Show(args) => show::show(&args),
+        Command::Logs(args) => show::logs(&args),
         Command::Cache(cmd) => cache::run(&cmd),
         Command::Export(cmd) => export::run(&cmd),
         Command::Demo => demo::run(),

@@ -47,9 +47,9 @@ impl Ticker {
                         "  cpu {:.1}s / {}s  memory {} (peak {}) / {}  processes {} / {}",
                         u.cpu_ms as f64 / 1000.0,
                         budget.cpu_seconds.unwrap_or(0),
-                        size(u.memory_bytes),
-                        size(peak),
-                        size(budget.memory_bytes.unwrap_or(0)),
+                        crate::summary::size(u.memory_bytes),
+                        crate::summary::size(peak),
+                        crate::summary::size(budget.memory_bytes.unwrap_or(0)),
                         u.processes,
                         budget.max_processes.unwrap_or(0)
                     ));
@@ -67,36 +67,11 @@ impl Ticker {
     }
 }
 
-/// Bytes as a person reads them: `780 KiB`, `12.3 MiB`, `2.0 GiB`.
-fn size(bytes: u64) -> String {
-    const KIB: u64 = 1 << 10;
-    const MIB: u64 = 1 << 20;
-    const GIB: u64 = 1 << 30;
-    match bytes {
-        b if b >= GIB => format!("{:.1} GiB", b as f64 / GIB as f64),
-        b if b >= 10 * MIB => format!("{} MiB", b / MIB),
-        b if b >= MIB => format!("{:.1} MiB", b as f64 / MIB as f64),
-        b => format!("{} KiB", b.div_ceil(KIB)),
-    }
-}
-
 impl Drop for Ticker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn sizes_read_as_people_read_them() {
-        assert_eq!(super::size(780 * 1024), "780 KiB");
-        assert_eq!(super::size(0), "0 KiB");
-        assert_eq!(super::size(3 << 20), "3.0 MiB");
-        assert_eq!(super::size(2048 << 20), "2.0 GiB");
-        assert_eq!(super::size(300 << 20), "300 MiB");
     }
 }

@@ -97,6 +97,25 @@ fn xdg_dir(var: &str, home_rel: &str, fallback: &str) -> PathBuf {
     }
 }
 
+/// Paths corral records (in manifests, evidence, messages) must be shown byte for byte, so
+/// one that is not UTF-8 is bad input naming where it came from, never a lossy guess. A
+/// `--repo` is checked as given and as it resolves (a link may point at such a name).
+pub fn utf8_path(what: &str, path: &Path) -> Result<(), String> {
+    let resolved = path.canonicalize().ok();
+    let bad = [Some(path), resolved.as_deref()]
+        .into_iter()
+        .flatten()
+        .find(|p| p.to_str().is_none());
+    match bad {
+        None => Ok(()),
+        Some(p) => Err(format!(
+            "{what} {}: the path is not valid UTF-8, which corral cannot record exactly; use \
+             a path whose names are UTF-8",
+            escape(&p.to_string_lossy())
+        )),
+    }
+}
+
 /// Parses `--env NAME=VALUE` values; a malformed one is bad input.
 fn parse_env(values: &[String]) -> Result<BTreeMap<String, String>, String> {
     let mut env = BTreeMap::new();
@@ -147,6 +166,24 @@ pub fn run(args: &RunArgs) -> u8 {
         .clone()
         .unwrap_or_else(|| default_data_dir().join("artifacts"));
     let cache = default_cache_dir();
+    let (artifacts_name, cache_name) = (
+        if args.artifacts.is_some() {
+            "--artifacts"
+        } else {
+            "the artifact store (XDG_DATA_HOME or HOME)"
+        },
+        "the base cache (XDG_CACHE_HOME or HOME)",
+    );
+    for (what, path) in [
+        ("--repo", args.repo.as_path()),
+        (artifacts_name, artifacts.as_path()),
+        (cache_name, cache.as_path()),
+    ] {
+        if let Err(line) = utf8_path(what, path) {
+            eprintln!("corral: {line}");
+            return exit::REJECTED;
+        }
+    }
     let cancel = match CancelToken::new() {
         Ok(c) => c,
         Err(e) => {
@@ -186,7 +223,7 @@ pub fn run(args: &RunArgs) -> u8 {
     drop(progress);
     match result {
         Ok(report) => {
-            print_report(&report, args.json);
+            print_report(&report, args.json, &inputs.work_unit.budget);
             if let Some(line) =
                 attempt_failed_line(&report.manifest.manifest, &inputs.work_unit.budget)
             {
@@ -272,21 +309,32 @@ pub fn attempt_failed_line(
     Some(format!("attempt_failed: {what}"))
 }
 
-fn print_report(report: &RunReport, json: bool) {
-    // Why a candidate was rejected, one stderr line each, with `--json` too (stdout is data).
+fn print_report(report: &RunReport, json: bool, budget: &corral_contract::documents::Budget) {
+    use std::io::IsTerminal as _;
     let m = &report.manifest.manifest;
-    let outcome = crate::display::word(&m.outcome);
-    for r in &m.rejections {
-        let path = r
-            .path
-            .as_deref()
-            .map(|p| format!("{}: ", escape(p)))
-            .unwrap_or_default();
-        eprintln!(
-            "corral: {outcome}: {path}{} [{}]",
-            escape(&r.detail),
-            r.code
-        );
+    // A person at a terminal gets the summary `corral demo` prints (rejections included);
+    // scripts get the manifest path (or the manifest) on stdout and the reasons on stderr.
+    let summary = !json && std::io::stdout().is_terminal();
+    if summary {
+        for line in crate::summary::lines(m, Some(budget)) {
+            out!("{line}");
+        }
+    }
+    if !(summary && std::io::stderr().is_terminal()) {
+        // Why a candidate was rejected, one stderr line each, with `--json` too.
+        let outcome = crate::display::word(&m.outcome);
+        for r in &m.rejections {
+            let path = r
+                .path
+                .as_deref()
+                .map(|p| format!("{}: ", escape(p)))
+                .unwrap_or_default();
+            eprintln!(
+                "corral: {outcome}: {path}{} [{}]",
+                escape(&r.detail),
+                r.code
+            );
+        }
     }
     if json {
         // The stored manifest's own canonical bytes, byte for byte (`corral verify` accepts them).
@@ -305,16 +353,21 @@ pub struct VerifyArgs {
     pub artifacts: Option<PathBuf>,
 }
 
-pub fn verify(args: &VerifyArgs) -> u8 {
-    let artifacts = args.artifacts.clone().unwrap_or_else(|| {
-        let parent = args.manifest.parent();
-        match parent {
+/// The artifact store a manifest's artifacts are read from: `--artifacts`, else the store the
+/// manifest file lies in (`<store>/sha256/<hex>`), else the default store.
+pub fn store_for(manifest: &Path, artifacts: Option<&PathBuf>) -> PathBuf {
+    artifacts
+        .cloned()
+        .unwrap_or_else(|| match manifest.parent() {
             Some(p) if p.file_name().is_some_and(|n| n == "sha256") => p
                 .parent()
                 .map_or_else(|| default_data_dir().join("artifacts"), Path::to_path_buf),
             _ => default_data_dir().join("artifacts"),
-        }
-    });
+        })
+}
+
+pub fn verify(args: &VerifyArgs) -> u8 {
+    let artifacts = store_for(&args.manifest, args.artifacts.as_ref());
     let reader = LocalArtifactBundleReader::new(&artifacts);
     match verify_manifest_file(&args.manifest, &reader) {
         Ok((_, report)) => {
@@ -407,14 +460,27 @@ pub fn probe(args: &ProbeArgs) -> u8 {
         print_json(&out);
     } else {
         out!("backend: {}", executor.backend());
-        for cap in corral_contract::Capability::ALL {
-            let e = caps.get(cap);
+        let all = corral_contract::Capability::ALL;
+        let first = caps.get(all[0]);
+        if all
+            .iter()
+            .all(|c| !caps.get(*c).enforced && caps.get(*c).evidence == first.evidence)
+        {
+            // One cause for all nine (not root, say): said once.
             out!(
-                "{} {:<26} {}",
-                if e.enforced { "enforced" } else { "MISSING " },
-                cap.name(),
-                escape(&e.evidence)
+                "MISSING  all nine capabilities: {}",
+                escape(&first.evidence)
             );
+        } else {
+            for cap in all {
+                let e = caps.get(cap);
+                out!(
+                    "{} {:<26} {}",
+                    if e.enforced { "enforced" } else { "MISSING " },
+                    cap.name(),
+                    escape(&e.evidence)
+                );
+            }
         }
         if missing.is_empty() {
             out!("all nine capabilities are enforced on this host");

@@ -485,3 +485,78 @@ fn verify_spells_a_position_as_the_other_commands_do() {
     );
     assert!(!stderr(&out).contains(" at line "), "{}", stderr(&out));
 }
+
+/// `corral` as an ordinary user (uid 65534 through setpriv; the binary copied where that
+/// user may run it): `probe` says the one cause once, in one line with what to do, and
+/// describes no enforcement that never ran; `demo` exits 3 like `probe`. Control: as root
+/// the probe lists the nine capabilities, each with its enforcement.
+#[test]
+fn an_ordinary_user_is_told_once_what_is_missing() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::env::temp_dir().join(format!("corral-cli-nonroot-{}", std::process::id()));
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.join("corral");
+    std::fs::copy(env!("CARGO_BIN_EXE_corral"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let chown = Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&home)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let as_nobody = |args: &[&str]| -> Output {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+            ])
+            .arg(&bin)
+            .args(args)
+            .current_dir(&dir)
+            .env_clear()
+            .env("HOME", &home)
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("setpriv (util-linux) is required: scripts/setup.sh installs it")
+    };
+    let probe = as_nobody(&["probe"]);
+    let demo = as_nobody(&["demo"]);
+    let root = Command::new(&bin)
+        .arg("probe")
+        .env_clear()
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = String::from_utf8_lossy(&probe.stdout).into_owned();
+    assert_eq!(probe.status.code(), Some(3), "{text}{}", stderr(&probe));
+    let missing: Vec<&str> = text.lines().filter(|l| l.contains("MISSING")).collect();
+    assert_eq!(missing.len(), 1, "{text}");
+    assert!(missing[0].contains("all nine capabilities"), "{text}");
+    assert!(missing[0].contains("effective uid 65534"), "{text}");
+    assert!(missing[0].contains("run corral as root"), "{text}");
+    // Nothing describes enforcement that never ran.
+    for claim in ["own PID namespace", "Landlock ABI", "charged to the run"] {
+        assert!(!text.contains(claim), "{claim}: {text}");
+    }
+    assert_eq!(
+        demo.status.code(),
+        Some(3),
+        "{}{}",
+        String::from_utf8_lossy(&demo.stdout),
+        stderr(&demo)
+    );
+    // Control: as root, nine lines, each with what enforces it.
+    let text = String::from_utf8_lossy(&root.stdout).into_owned();
+    assert_eq!(root.status.code(), Some(0), "{text}");
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("enforced")).count(),
+        9,
+        "{text}"
+    );
+    assert!(text.contains("own PID namespace"), "{text}");
+}

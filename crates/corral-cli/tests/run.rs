@@ -833,3 +833,160 @@ fn dumb_terminal_gets_no_cursor_control() {
     assert!(!has(&dumb, b"\x1b["), "{}", String::from_utf8_lossy(&dumb));
     assert!(!has(&dumb, b"\r\x1b"), "{}", String::from_utf8_lossy(&dumb));
 }
+
+/// A `--repo` or `--artifacts` path that is not UTF-8 is bad input naming the flag (exit 2,
+/// one line, no manifest), never a lossy guess or an internal error. Control: the same run
+/// with UTF-8 paths captures.
+#[test]
+fn non_utf8_paths_are_bad_input_naming_the_flag() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let f = fixture("nonutf8");
+    let wu_path = f.dir.join("wu.json");
+    let pr_path = f.dir.join("preset.json");
+    std::fs::write(&wu_path, work_unit(&f, 30, 10, 128 << 20).to_string()).unwrap();
+    std::fs::write(
+        &pr_path,
+        shell_preset("cat >/dev/null; echo x > src/x.txt").to_string(),
+    )
+    .unwrap();
+    let odd = f.dir.join(std::ffi::OsStr::from_bytes(b"store-\xff\xfe"));
+    // A link with a UTF-8 name to the repository under a name that is not.
+    let odd_repo = f.dir.join(std::ffi::OsStr::from_bytes(b"repo-\xc3("));
+    std::fs::rename(&f.repo, &odd_repo).unwrap();
+    let link = f.dir.join("repo-link");
+    std::os::unix::fs::symlink(&odd_repo, &link).unwrap();
+    let run_with = |repo: &Path, artifacts: &Path| -> Output {
+        Command::new(env!("CARGO_BIN_EXE_corral"))
+            .arg("run")
+            .arg("--work-unit")
+            .arg(&wu_path)
+            .arg("--preset")
+            .arg(&pr_path)
+            .arg("--repo")
+            .arg(repo)
+            .arg("--artifacts")
+            .arg(artifacts)
+            .env_clear()
+            .env("HOME", f.dir.join("home"))
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .unwrap()
+    };
+    let good_store = f.dir.join("store");
+    for (repo, artifacts, flag) in [
+        (odd_repo.as_path(), good_store.as_path(), "--repo"),
+        (link.as_path(), good_store.as_path(), "--repo"),
+        (odd_repo.as_path(), odd.as_path(), "--repo"),
+    ] {
+        let out = run_with(repo, artifacts);
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.starts_with(&format!("corral: {flag} ")), "{err}");
+        assert!(err.contains("not valid UTF-8"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    // The repository back under a UTF-8 name: --artifacts alone is refused, and creates
+    // nothing; then, control, the run captures.
+    std::fs::rename(&odd_repo, &f.repo).unwrap();
+    let out = run_with(&f.repo, &odd);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("corral: --artifacts "), "{err}");
+    assert!(!odd.exists());
+    let out = run_with(&f.repo, &good_store);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `corral show` and `corral logs` on a stored run: the summary in the contract's words, the
+/// logs exactly (into a pipe), the patch; and nothing shown from an artifact or manifest that
+/// no longer matches its digest (control: the intact store shows).
+#[test]
+fn show_and_logs_print_a_stored_run_and_refuse_tampered_ones() {
+    let f = fixture("show");
+    let (code, m, err) = run(
+        &f,
+        &work_unit(&f, 30, 10, 128 << 20),
+        &shell_preset(
+            "cat >/dev/null; echo changed >> src/app.py; printf 'out\\033[31m\\n'; echo oops >&2",
+        ),
+        &[],
+    );
+    assert_eq!(code, 0, "{err}");
+    let store = f.dir.join("artifacts");
+    let hex = |d: &Value| {
+        d.as_str()
+            .unwrap()
+            .strip_prefix("sha256:")
+            .unwrap()
+            .to_owned()
+    };
+    let manifest = store
+        .join("sha256")
+        .join(hex(&json!(corral_contract_digest(&m))));
+    let cli = |args: &[&str]| corral(&f, args);
+    let show = cli(&["show", manifest.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert_eq!(
+        show.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&show.stderr)
+    );
+    for want in [
+        "outcome     candidate_captured (exited 0)",
+        "changed     modified src/app.py",
+        "+changed",
+        "--- stderr (5 bytes) ---",
+        "oops",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    // The worker's escape sequence is shown escaped, never raw.
+    assert!(!text.contains('\u{1b}'), "{text}");
+    let logs = cli(&["logs", manifest.to_str().unwrap()]);
+    assert_eq!(logs.status.code(), Some(0));
+    assert_eq!(
+        logs.stdout, b"out\x1b[31m\n",
+        "into a pipe: the stored bytes exactly"
+    );
+    let logs = cli(&["logs", "--stderr", manifest.to_str().unwrap()]);
+    assert_eq!(logs.stdout, b"oops\n");
+    // Tampered stdout artifact: show says which artifact and exits 1, logs refuses.
+    let stdout_file = store
+        .join("sha256")
+        .join(hex(&m["logs"]["stdout"]["digest"]));
+    let _ = Command::new("chmod").arg("u+w").arg(&stdout_file).status();
+    std::fs::write(&stdout_file, b"forged\n").unwrap();
+    let show = cli(&["show", manifest.to_str().unwrap()]);
+    assert_eq!(show.status.code(), Some(1));
+    assert!(!String::from_utf8_lossy(&show.stdout).contains("forged"));
+    let logs = cli(&["logs", manifest.to_str().unwrap()]);
+    assert_eq!(logs.status.code(), Some(1));
+    assert!(logs.stdout.is_empty());
+    // A manifest copy that is not canonical any more is not shown at all.
+    let copy = f.dir.join("m.json");
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    bytes.insert(1, b' ');
+    std::fs::write(&copy, bytes).unwrap();
+    let show = cli(&[
+        "show",
+        copy.to_str().unwrap(),
+        "--artifacts",
+        store.to_str().unwrap(),
+    ]);
+    assert_eq!(show.status.code(), Some(1));
+    assert!(show.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&show.stderr).contains("not intact"));
+}
+
+/// The digest of a manifest as stored: sha256 of its canonical bytes.
+fn corral_contract_digest(m: &Value) -> String {
+    let bytes = corral_contract::canonical::canonical_json(m);
+    corral_contract::Digest::of_bytes(&bytes).to_string()
+}

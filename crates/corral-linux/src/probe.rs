@@ -97,11 +97,36 @@ impl Observations {
     }
 }
 
+/// What an observation that was never made says (the probe stopped before it).
+const NOT_PROBED: &str = "not probed";
+
 fn combine(parts: &[(&str, &Observation)], extra: &str) -> CapabilityEvidence {
     let enforced = parts.iter().all(|(_, o)| o.ok);
+    if !enforced {
+        // Only what is missing, and never a description of enforcement that did not run;
+        // observations never made are left out when another part says why.
+        let missing: Vec<&(&str, &Observation)> = parts.iter().filter(|(_, o)| !o.ok).collect();
+        let made: Vec<String> = missing
+            .iter()
+            .filter(|(_, o)| !o.detail.starts_with(NOT_PROBED))
+            .map(|(name, o)| format!("{name}: MISSING {}", o.detail))
+            .collect();
+        let text = if made.is_empty() {
+            missing
+                .iter()
+                .map(|(name, o)| format!("{name}: MISSING {}", o.detail))
+                .collect::<Vec<_>>()
+        } else {
+            made
+        };
+        return CapabilityEvidence {
+            enforced,
+            evidence: text.join("; "),
+        };
+    }
     let mut text: Vec<String> = parts
         .iter()
-        .map(|(name, o)| format!("{name}: {}{}", if o.ok { "" } else { "MISSING " }, o.detail))
+        .map(|(name, o)| format!("{name}: {}", o.detail))
         .collect();
     if !extra.is_empty() {
         text.push(extra.to_owned());
@@ -699,13 +724,14 @@ pub fn probe(config: &LinuxConfig) -> ProbeReport {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     if euid != 0 {
-        let mut o = Observations::none(
-            "corral-linux is rootful: the supervisor must run as root (rootless mode is not implemented)",
-        );
-        o.root = Observation::missing(format!("effective uid {euid}, not 0"));
+        let mut o = Observations::none(&format!("{NOT_PROBED} (needs root)"));
+        o.root = Observation::missing(format!(
+            "effective uid {euid}, not 0: corral's Linux sandbox runs as root (rootless mode is \
+             not built yet); run corral as root, for example with sudo"
+        ));
         return ProbeReport::from_observations(o, None);
     }
-    let mut o = Observations::none("not probed");
+    let mut o = Observations::none(NOT_PROBED);
     o.root = Observation::ok("effective uid 0");
     let hierarchy = probe_cgroup(&mut o);
     o.tmpfs_limit = probe_tmpfs();

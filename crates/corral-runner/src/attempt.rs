@@ -158,26 +158,6 @@ pub fn run_attempt(
     };
     let exe_path = PathBuf::from(&run.exec().executable);
     let exe_digest = executable_digest(&exe_path)?;
-    let cache = BaseCache::open(inputs.cache, inputs.cache_limits)
-        .map_err(|e| RunError::Internal(e.to_string()))?;
-    // Held until the attempt ends: an entry in use is never evicted.
-    let base = cache
-        .checkout(inputs.repo, run.base_sha(), inputs.checkout)
-        .map_err(|e| match e {
-            BaseError::BadInput(m) => RunError::BadInput(m),
-            BaseError::BadBase(detail) => RunError::BadWorkUnitField {
-                field: "repository.base_sha",
-                detail,
-            },
-            // The base commit itself is refused, before any worker starts.
-            BaseError::Refused(r) => RunError::Rejected(vec![Rejection::new(
-                r.code,
-                Some("work_unit.repository.base_sha".to_owned()),
-                format!("the base commit's tree at {:?}: {}", r.path, r.detail),
-            )]),
-            BaseError::Internal(m) => RunError::Internal(m),
-        })?;
-
     let documents = (
         DocumentRef {
             id: run.work_unit_id().to_owned(),
@@ -195,7 +175,8 @@ pub fn run_attempt(
     let record_without_run = |sandbox: SandboxRecord,
                               execution: ExecutionRecord,
                               rejections: Vec<Rejection>,
-                              code: u8| {
+                              code: u8,
+                              base_reused: bool| {
         let record = RunRecord {
             work_unit: documents.0.clone(),
             preset: documents.1.clone(),
@@ -223,7 +204,7 @@ pub fn run_attempt(
             exit_code: code,
             manifest,
             patch: None,
-            base_reused: !base.created,
+            base_reused,
         })
     };
 
@@ -241,7 +222,7 @@ pub fn run_attempt(
                 exe_path.display()
             ),
         );
-        return record_without_run(s, e, vec![r], exit::FAILED);
+        return record_without_run(s, e, vec![r], exit::FAILED, false);
     }
     // The capability gate, before anything starts (exit 3).
     if let Err(gate) = require_all_capabilities(&capabilities) {
@@ -253,8 +234,30 @@ pub fn run_attempt(
             })
             .collect();
         let (s, e) = not_started(capabilities, executor.backend(), &run);
-        return record_without_run(s, e, rejections, exit::CAPABILITY_MISSING);
+        return record_without_run(s, e, rejections, exit::CAPABILITY_MISSING, false);
     }
+
+    // The base checkout only once the worker can run at all: a host that cannot enforce the
+    // nine never materializes hostile trees (exit 3 before any of it).
+    let cache = BaseCache::open(inputs.cache, inputs.cache_limits)
+        .map_err(|e| RunError::Internal(e.to_string()))?;
+    // Held until the attempt ends: an entry in use is never evicted.
+    let base = cache
+        .checkout(inputs.repo, run.base_sha(), inputs.checkout)
+        .map_err(|e| match e {
+            BaseError::BadInput(m) => RunError::BadInput(m),
+            BaseError::BadBase(detail) => RunError::BadWorkUnitField {
+                field: "repository.base_sha",
+                detail,
+            },
+            // The base commit itself is refused, before any worker starts.
+            BaseError::Refused(r) => RunError::Rejected(vec![Rejection::new(
+                r.code,
+                Some("work_unit.repository.base_sha".to_owned()),
+                format!("the base commit's tree at {:?}: {}", r.path, r.detail),
+            )]),
+            BaseError::Internal(m) => RunError::Internal(m),
+        })?;
 
     // Allowlist runs reach the network only through corral's egress proxy.
     let gateway = crate::egress::ProxyGateway;
@@ -276,6 +279,7 @@ pub fn run_attempt(
                 e,
                 vec![Rejection::new(code, None, err.to_string())],
                 exit_code,
+                !base.created,
             );
         }
     };

@@ -1,0 +1,103 @@
+//! The human summary of a run, from its manifest: what `corral demo` prints, `corral run`
+//! prints on a terminal, and `corral show` prints for a stored manifest. Every piece of text
+//! the worker could influence (paths, details, destinations, logs) is escaped.
+
+use corral_contract::ResultManifest;
+use corral_contract::documents::Budget;
+
+use crate::display::{ending, escape, word};
+
+/// Bytes as a person reads them: `780 KiB`, `12.3 MiB`, `2.0 GiB` (`512 B` below 1 KiB).
+#[must_use]
+pub fn size(bytes: u64) -> String {
+    const KIB: u64 = 1 << 10;
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    match bytes {
+        b if b >= GIB => format!("{:.1} GiB", b as f64 / GIB as f64),
+        b if b >= 10 * MIB => format!("{} MiB", b / MIB),
+        b if b >= MIB => format!("{:.1} MiB", b as f64 / MIB as f64),
+        b if b >= KIB => format!("{} KiB", b.div_ceil(KIB)),
+        b => format!("{b} B"),
+    }
+}
+
+/// The summary lines (without the patch or logs): outcome, resources used (against the
+/// budget when it is known), every rejection, changed paths, egress decisions.
+#[must_use]
+pub fn lines(m: &ResultManifest, budget: Option<&Budget>) -> Vec<String> {
+    let mut out = vec![format!(
+        "  outcome     {} ({})",
+        word(&m.outcome),
+        ending(&m.execution)
+    )];
+    let of = |b: Option<u64>, f: &dyn Fn(u64) -> String| {
+        b.map(|b| format!(" of {}", f(b))).unwrap_or_default()
+    };
+    let e = &m.execution;
+    out.push(format!(
+        "  used        wall {:.1} s{}, cpu {:.1} s{}, peak memory {}{}",
+        e.wall_ms as f64 / 1000.0,
+        of(budget.and_then(|b| b.wall_seconds), &|s| format!("{s} s")),
+        e.cpu_ms as f64 / 1000.0,
+        of(budget.and_then(|b| b.cpu_seconds), &|s| format!("{s} s")),
+        size(e.peak_memory_bytes),
+        of(budget.and_then(|b| b.memory_bytes), &size),
+    ));
+    for r in &m.rejections {
+        out.push(format!(
+            "  rejection   {} {}: {}",
+            r.code,
+            escape(r.path.as_deref().unwrap_or("-")),
+            escape(&r.detail)
+        ));
+    }
+    if let Some(c) = &m.candidate {
+        for p in &c.changed_paths {
+            out.push(format!(
+                "  changed     {} {}",
+                word(&p.change),
+                escape(&p.path)
+            ));
+        }
+    }
+    for p in &m.ignored_paths {
+        out.push(format!(
+            "  ignored     {} (covered by .gitignore; not in the patch)",
+            escape(p)
+        ));
+    }
+    for n in &m.network {
+        if n.allowed {
+            out.push(format!(
+                "  egress      allowed {} ({} connection(s), {} up, {} down)",
+                escape(&n.destination),
+                n.connections,
+                size(n.bytes_up),
+                size(n.bytes_down)
+            ));
+        } else {
+            out.push(format!(
+                "  egress      refused {}: {} ({} time(s))",
+                escape(&n.destination),
+                escape(n.reason.as_deref().unwrap_or("refused")),
+                n.connections
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_read_as_people_read_them() {
+        use super::size;
+        assert_eq!(size(780 * 1024), "780 KiB");
+        assert_eq!(size(0), "0 B");
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(3 << 20), "3.0 MiB");
+        assert_eq!(size(2048 << 20), "2.0 GiB");
+        assert_eq!(size(300 << 20), "300 MiB");
+    }
+}
