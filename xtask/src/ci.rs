@@ -1,6 +1,6 @@
 //! `cargo xtask ci`: the complete test sequence (README.md's test command).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -106,90 +106,62 @@ pub fn run(root: &Path) -> Result<()> {
         println!("    ({:.0} s)", t.elapsed().as_secs_f64());
         r
     };
-    // The whole qualification suite in Debian 12's 6.1 guest, pure cgroup v2, under systemd
-    // with the harness as a `Delegate=yes` service's main process, so every corral beside it
-    // gets a delegated scope of its own; the harness's generic checks also find any corral
-    // cgroup or scope left behind. It is the longest step (about 15-20x the host under TCG:
-    // process start-up and page faults are emulated) and runs its cases one after another,
-    // so it leaves an emulated core idle: it runs in the background beside the other guest
-    // steps, with the release binary (23% less time there), its console in a log printed
-    // when it ends. The kernels are fetched first, so no two guests download one package.
-    step(
-        root,
-        "release corral for the guest suite",
-        &cargo,
-        &["build", "--release", "-p", "corral-cli", "--bin", "corral"],
-    )?;
-    crate::vm::fetch(root, &["6.1", "6.12", "7.x"])?;
-    let release = root.join("target/release/corral");
-    let release = release.to_string_lossy().into_owned();
-    let suite = Background::start(
-        root,
-        "the whole qualification suite on kernel 6.1 under systemd (background)",
-        &me,
-        &[
-            "vm",
-            "--kernel",
-            "6.1",
-            "--layout",
-            "systemd-service",
-            "--tmp",
-            "ext4",
-            "--timeout",
-            "4200",
-            // The guest's console in the log: a line per case.
-            "--verbose",
-            "--",
-            &format!("{xtask} adversarial --corral {release}"),
-        ],
-    )?;
     // `corral probe` (all nine capabilities, exit 0) and `corral demo` (a captured patch) in
     // every layout corral supports: the root cgroup (a container's), a `Delegate=yes` service
     // (made by the init, and under the host's own systemd as the guests' init), and beside
     // another process under systemd (a login session's situation: corral gets a delegated
     // scope of its own over D-Bus); the cache on ext4 (Debian's default) and, for 6.12, on
     // tmpfs.
+    // One command per guest where the layout makes it the unit's only process (the busybox
+    // `service` layout: a shell beside corral would share its cgroup, which corral refuses
+    // without a systemd to ask); the root cgroup and systemd's layouts take both in one.
+    let probe = format!("{corral} probe");
+    let demo = format!("{corral} demo");
     let probe_demo = format!("sh -c '{corral} probe && {corral} demo'");
-    guests(
-        "corral probe and demo: kernels 6.12 and 7.x in every supported layout, ext4",
-        &[
-            "--kernel",
+    for (what, kernels, layouts, tmp, cmd) in [
+        (
+            "corral probe and demo: kernels 6.12 and 7.x, root cgroup and under systemd",
             "6.12,7.x",
-            "--layout",
-            "root,service,systemd-service,systemd-session",
-            "--tmp",
+            "root,systemd-service,systemd-session",
             "ext4",
-            "--",
             &probe_demo,
-        ],
-    )?;
-    // 6.1's Delegate=yes service under systemd is the suite's (in the background).
-    guests(
-        "corral probe and demo: kernel 6.1, root cgroup, service, beside another process",
-        &[
-            "--kernel",
+        ),
+        (
+            "corral probe: kernels 6.1, 6.12 and 7.x, Delegate=yes service",
+            "6.1,6.12,7.x",
+            "service",
+            "ext4",
+            &probe,
+        ),
+        (
+            "corral demo: kernels 6.1, 6.12 and 7.x, Delegate=yes service",
+            "6.1,6.12,7.x",
+            "service",
+            "ext4",
+            &demo,
+        ),
+        (
+            "corral probe and demo: kernel 6.1, root cgroup, beside another process under systemd",
             "6.1",
-            "--layout",
-            "root,service,systemd-session",
-            "--tmp",
+            "root,systemd-session",
             "ext4",
-            "--",
             &probe_demo,
-        ],
-    )?;
-    guests(
-        "corral probe and demo: kernel 6.12, cache on tmpfs",
-        &[
-            "--kernel",
+        ),
+        (
+            "corral probe and demo: kernel 6.12, cache on tmpfs",
             "6.12",
-            "--layout",
             "root",
-            "--tmp",
             "tmpfs",
-            "--",
             &probe_demo,
-        ],
-    )?;
+        ),
+    ] {
+        guests(
+            what,
+            &[
+                "--kernel", kernels, "--layout", layouts, "--tmp", tmp, "--", cmd,
+            ],
+        )?;
+    }
     // Without systemd, a cgroup corral shares (a session scope with the user's shell) or one
     // without the controllers is refused (exit 3) in one line that says why and how to fix
     // it, and no cgroup of corral's is left.
@@ -236,89 +208,35 @@ pub fn run(root: &Path) -> Result<()> {
             tests,
         ],
     )?;
-    // The whole suite's guest, running beside the steps above since they began.
-    let status = suite.finish()?;
-    if !status.success() {
-        bail!("the whole qualification suite on kernel 6.1 under systemd failed ({status})");
-    }
+    // Last: the qualification cases a pure cgroup v2 host with loadable modules and no
+    // network device showed to depend on the host (PROC-06's v2 judge, NET-02's and NET-13's
+    // controls, KRN-06's module autoload through socket protocols, FS-11's logind mounts,
+    // CRED-02, RES-CPU-01; PROC-04's signal clock, SIG-01's budget and FS-10's `su` bound,
+    // which assumed a fast host), in Debian 12's 6.1 guest under systemd with the harness as
+    // a `Delegate=yes` service's main process, so every corral beside it gets a delegated
+    // scope of its own; the harness's generic checks also find any corral cgroup or scope
+    // left behind. The whole suite there is not in CI yet (ADR-0060: its time).
+    let cases = format!(
+        "{xtask} adversarial --corral {corral} --filter \
+         PROC-06,NET-02,NET-13,CRED-02,RES-CPU-01,KRN-06,FS-11,PROC-04,SIG-01,FS-10"
+    );
+    guests(
+        "host-dependent qualification cases on kernel 6.1 under systemd",
+        // --verbose: every case's line in CI's log, whatever the outcome.
+        &[
+            "--kernel",
+            "6.1",
+            "--layout",
+            "systemd-service",
+            "--tmp",
+            "ext4",
+            "--timeout",
+            "1500",
+            "--verbose",
+            "--",
+            &cases,
+        ],
+    )?;
     println!("ci: all steps passed");
     Ok(())
-}
-
-/// A step that runs beside the others (`xtask vm` as a child, its output in a log under
-/// `target/vm/`). Ended by its own pid if CI stops before it is waited for; its qemu ends
-/// with it (`setpriv --pdeathsig`).
-struct Background {
-    name: String,
-    child: Option<std::process::Child>,
-    log: PathBuf,
-    started: Instant,
-}
-
-impl Background {
-    fn start(root: &Path, name: &str, xtask: &Path, args: &[&str]) -> Result<Self> {
-        let log = root.join(format!(
-            "target/vm/ci-background-{}.log",
-            std::process::id()
-        ));
-        let out = std::fs::File::create(&log).with_context(|| format!("{}", log.display()))?;
-        let err = out.try_clone()?;
-        println!(
-            "==> started in the background: {name} (log {})",
-            log.display()
-        );
-        let child = Command::new(xtask)
-            .args(args)
-            // As `cargo xtask` runs it (the workspace is found from it).
-            .env("CARGO_MANIFEST_DIR", root.join("xtask"))
-            .current_dir(root)
-            .stdin(std::process::Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .with_context(|| format!("starting {}", xtask.display()))?;
-        Ok(Self {
-            name: name.to_owned(),
-            child: Some(child),
-            log,
-            started: Instant::now(),
-        })
-    }
-
-    /// Waits for it, then prints its log.
-    fn finish(mut self) -> Result<std::process::ExitStatus> {
-        println!("==> waiting for: {}", self.name);
-        let status = self
-            .child
-            .take()
-            .context("waited for twice")?
-            .wait()
-            .context("waiting for the background step")?;
-        let text = std::fs::read(&self.log).unwrap_or_default();
-        println!(
-            "==> {} ({status}, {:.0} s):",
-            self.name,
-            self.started.elapsed().as_secs_f64()
-        );
-        println!("{}", String::from_utf8_lossy(&text));
-        let _ = std::fs::remove_file(&self.log);
-        Ok(status)
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // Its own child, by its own pid; qemu follows it (pdeathsig).
-            let _ = c.kill();
-            let _ = c.wait();
-            let text = std::fs::read(&self.log).unwrap_or_default();
-            println!(
-                "==> stopped: {} (CI failed before it ended); its log so far:\n{}",
-                self.name,
-                String::from_utf8_lossy(&text)
-            );
-            let _ = std::fs::remove_file(&self.log);
-        }
-    }
 }

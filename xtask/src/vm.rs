@@ -926,17 +926,6 @@ fn summarize(out: &str, timed_out: bool) -> String {
     }
 }
 
-/// Fetches the named kernels into `target/vm/` (CI does this before guests run side by side,
-/// so no two of them download one package at once).
-pub fn fetch(root: &Path, names: &[&str]) -> Result<()> {
-    let vm = root.join("target/vm");
-    std::fs::create_dir_all(&vm)?;
-    for (name, suite, spec) in KERNELS.iter().filter(|k| names.contains(&k.0)) {
-        fetch_kernel(&vm, name, *suite, spec)?;
-    }
-    Ok(())
-}
-
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(root, args)?;
     let vm = root.join("target/vm");
