@@ -89,6 +89,27 @@ pub fn field_of(r: &Rejection) -> String {
     escape(bare)
 }
 
+/// The schema of `admit --json`.
+pub const ADMISSION_REPORT_SCHEMA: &str = "corral.admission-report/v1";
+
+/// `admit --json`'s document with every key present, whatever the decision: what is not
+/// known is `null` (or empty), so a script reads the same keys admitted, rejected or not
+/// parsed.
+fn report() -> Value {
+    json!({
+        "schema_version": ADMISSION_REPORT_SCHEMA,
+        "admissible": false,
+        "bad_input": [],
+        "work_unit": null,
+        "preset": null,
+        "rejections": [],
+        "policy": null,
+        "policy_digest": null,
+        "exec": null,
+        "limits": null,
+    })
+}
+
 pub fn run(args: &AdmitArgs) -> u8 {
     let inputs = match load_inputs(&args.work_unit, &args.preset, args.connections.as_ref()) {
         Ok(inputs) => inputs,
@@ -98,7 +119,9 @@ pub fn run(args: &AdmitArgs) -> u8 {
             }
             if args.json {
                 let errors: Vec<&str> = bad.iter().map(|b| b.0.as_str()).collect();
-                print_json(&json!({ "admissible": false, "bad_input": errors }));
+                let mut out = report();
+                out["bad_input"] = json!(errors);
+                print_json(&out);
             }
             return exit::REJECTED;
         }
@@ -109,10 +132,10 @@ pub fn run(args: &AdmitArgs) -> u8 {
         inputs.connections.as_ref(),
         &BTreeMap::new(),
     );
-    let documents = json!({
-        "work_unit": { "id": inputs.work_unit.id, "digest": digest_of(&inputs.work_unit) },
-        "preset": { "id": inputs.preset.id, "digest": digest_of(&inputs.preset) },
-    });
+    let mut documents = report();
+    documents["work_unit"] =
+        json!({ "id": inputs.work_unit.id, "digest": digest_of(&inputs.work_unit) });
+    documents["preset"] = json!({ "id": inputs.preset.id, "digest": digest_of(&inputs.preset) });
     match result {
         Ok(run) => {
             if args.json {
@@ -220,7 +243,6 @@ pub fn run(args: &AdmitArgs) -> u8 {
                 let mut out = documents;
                 out["admissible"] = Value::Bool(false);
                 out["rejections"] = serde_json::to_value(&rejections).unwrap_or(Value::Null);
-                out["policy"] = Value::Null;
                 print_json(&out);
             } else {
                 out!("rejected: {} reason(s); nothing was run", rejections.len());

@@ -22,6 +22,7 @@ mod demo_agent;
 mod display;
 mod export;
 mod input;
+mod logging;
 mod progress;
 mod run;
 mod show;

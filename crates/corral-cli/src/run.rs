@@ -37,6 +37,8 @@ pub struct RunArgs {
     /// Print the manifest as JSON instead of its path.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub log: crate::logging::LogArgs,
 }
 
 /// `$XDG_DATA_HOME/corral` or `~/.local/share/corral`, or `/var/lib/corral` without a home.
@@ -145,6 +147,7 @@ fn cancel_on_signals(cancel: &CancelToken) {
 }
 
 pub fn run(args: &RunArgs) -> u8 {
+    let verbose = crate::logging::init(&args.log);
     let env = match parse_env(&args.env) {
         Ok(env) => env,
         Err(line) => {
@@ -217,7 +220,8 @@ pub fn run(args: &RunArgs) -> u8 {
         cache_limits,
         checkout: &checkout,
     };
-    let progress = crate::progress::Ticker::wanted(args.json)
+    // The live line and step logs would overwrite each other on one stderr.
+    let progress = (!verbose && crate::progress::Ticker::wanted(args.json))
         .then(|| crate::progress::Ticker::start(&inputs.work_unit.budget));
     let result = run_attempt(&run_inputs, &executor, &cancel);
     drop(progress);
@@ -351,6 +355,9 @@ pub struct VerifyArgs {
     /// The artifact store (default: the store the manifest is in, else the default store).
     #[arg(long, value_name = "DIR")]
     pub artifacts: Option<PathBuf>,
+    /// One JSON document (`corral.verify-report/v1`) instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The artifact store a manifest's artifacts are read from: `--artifacts`, else the store the
@@ -371,11 +378,39 @@ pub fn verify(args: &VerifyArgs) -> u8 {
     let reader = LocalArtifactBundleReader::new(&artifacts);
     match verify_manifest_file(&args.manifest, &reader) {
         Ok((_, report)) => {
-            for e in &report.entries {
-                out!("{}", escape(&e.to_string()));
+            if args.json {
+                let entries: Vec<serde_json::Value> = report
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let line = e.to_string();
+                        let detail = line
+                            .split_once(": ")
+                            .map_or(String::new(), |(_, d)| d.to_owned());
+                        serde_json::json!({
+                            "role": e.role.to_string(),
+                            "digest": e.digest,
+                            "status": e.status.word(),
+                            "detail": detail,
+                        })
+                    })
+                    .collect();
+                print_json(&serde_json::json!({
+                    "schema_version": "corral.verify-report/v1",
+                    "manifest": args.manifest.to_string_lossy(),
+                    "intact": report.intact(),
+                    "entries": entries,
+                    "error": null,
+                }));
+            } else {
+                for e in &report.entries {
+                    out!("{}", escape(&e.to_string()));
+                }
+                if report.intact() {
+                    out!("intact");
+                }
             }
             if report.intact() {
-                out!("intact");
                 exit::OK
             } else {
                 eprintln!(
@@ -387,6 +422,15 @@ pub fn verify(args: &VerifyArgs) -> u8 {
         }
         Err(e) => {
             eprintln!("corral: verify: {}", escape(&e.to_string()));
+            if args.json {
+                print_json(&serde_json::json!({
+                    "schema_version": "corral.verify-report/v1",
+                    "manifest": args.manifest.to_string_lossy(),
+                    "intact": false,
+                    "entries": [],
+                    "error": e.to_string(),
+                }));
+            }
             exit::FAILED
         }
     }
@@ -397,6 +441,8 @@ pub struct ProbeArgs {
     /// Print the capabilities as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub log: crate::logging::LogArgs,
 }
 
 /// The environment variable that withdraws capabilities from the probe's report.
@@ -441,6 +487,8 @@ fn executor() -> Result<LinuxSandboxExecutor, String> {
 }
 
 pub fn probe(args: &ProbeArgs) -> u8 {
+    crate::logging::init(&args.log);
+    let t = std::time::Instant::now();
     let executor = match executor() {
         Ok(e) => e,
         Err(line) => {
@@ -450,8 +498,23 @@ pub fn probe(args: &ProbeArgs) -> u8 {
     };
     let caps = executor.capabilities();
     let missing = caps.missing();
+    for cap in corral_contract::Capability::ALL {
+        tracing::info!(
+            capability = cap.name(),
+            enforced = caps.get(cap).enforced,
+            "probe: {}",
+            caps.get(cap).evidence
+        );
+    }
+    tracing::info!(
+        backend = executor.backend(),
+        missing = missing.len(),
+        ms = u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "probe done"
+    );
     if args.json {
         let out = serde_json::json!({
+            "schema_version": "corral.probe-report/v1",
             "backend": executor.backend(),
             "capabilities": caps,
             "landlock_abi": executor.probe_report().landlock_abi,

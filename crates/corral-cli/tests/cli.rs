@@ -560,3 +560,50 @@ fn an_ordinary_user_is_told_once_what_is_missing() {
     );
     assert!(text.contains("own PID namespace"), "{text}");
 }
+
+/// `admit --json` has the same keys whatever the decision: admitted, rejected, or a file that
+/// does not parse.
+#[test]
+fn admit_json_has_the_same_keys_whatever_the_decision() {
+    let keys = |out: &Output| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["schema_version"], "corral.admission-report/v1", "{v}");
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let preset = "examples/presets/offline-agent.json";
+    let ok = corral(&[
+        "admit",
+        "--json",
+        "--work-unit",
+        "examples/work-units/fix-off-by-one.json",
+        "--preset",
+        preset,
+    ]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    let rejected = corral(&[
+        "admit",
+        "--json",
+        "--work-unit",
+        "examples/invalid/work-unit/zero-budget.json",
+        "--preset",
+        preset,
+    ]);
+    let missing = corral(&[
+        "admit",
+        "--json",
+        "--work-unit",
+        "/nonexistent/wu.json",
+        "--preset",
+        preset,
+    ]);
+    assert_eq!(rejected.status.code(), Some(2));
+    let r: serde_json::Value = serde_json::from_slice(&rejected.stdout).unwrap();
+    assert!(!r["rejections"].as_array().unwrap().is_empty(), "{r}");
+    assert_eq!(missing.status.code(), Some(2));
+    let want = keys(&ok);
+    assert!(want.contains(&"policy".to_owned()), "{want:?}");
+    assert_eq!(keys(&rejected), want);
+    assert_eq!(keys(&missing), want);
+}

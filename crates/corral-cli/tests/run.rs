@@ -957,6 +957,24 @@ fn show_and_logs_print_a_stored_run_and_refuse_tampered_ones() {
     );
     let logs = cli(&["logs", "--stderr", manifest.to_str().unwrap()]);
     assert_eq!(logs.stdout, b"oops\n");
+    let verify_json = |args: &[&str]| -> (Option<i32>, Value) {
+        let out = cli(args);
+        (
+            out.status.code(),
+            serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+        )
+    };
+    let (code, v) = verify_json(&["verify", "--json", manifest.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["schema_version"], "corral.verify-report/v1");
+    assert_eq!(v["intact"], true);
+    let statuses: Vec<&str> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["intact"; 4], "{v}");
     // Tampered stdout artifact: show says which artifact and exits 1, logs refuses.
     let stdout_file = store
         .join("sha256")
@@ -969,6 +987,23 @@ fn show_and_logs_print_a_stored_run_and_refuse_tampered_ones() {
     let logs = cli(&["logs", manifest.to_str().unwrap()]);
     assert_eq!(logs.status.code(), Some(1));
     assert!(logs.stdout.is_empty());
+    let (code, v) = verify_json(&["verify", "--json", manifest.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["intact"], false);
+    let stdout_entry = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["role"] == "stdout")
+        .unwrap();
+    assert_eq!(stdout_entry["status"], "mismatch", "{v}");
+    assert!(
+        stdout_entry["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("mismatch: expected sha256:"),
+        "{v}"
+    );
     // A manifest copy that is not canonical any more is not shown at all.
     let copy = f.dir.join("m.json");
     let mut bytes = std::fs::read(&manifest).unwrap();
@@ -989,4 +1024,79 @@ fn show_and_logs_print_a_stored_run_and_refuse_tampered_ones() {
 fn corral_contract_digest(m: &Value) -> String {
     let bytes = corral_contract::canonical::canonical_json(m);
     corral_contract::Digest::of_bytes(&bytes).to_string()
+}
+
+/// `--verbose` says each step with its time on stderr (stdout stays the manifest path);
+/// `--log-format json` gives one JSON object a line; `RUST_LOG` alone turns the logs on.
+/// Control: without either, no step lines.
+#[test]
+fn verbose_logs_each_step_on_stderr() {
+    let f = fixture("verbose");
+    let wu_path = f.dir.join("wu.json");
+    let pr_path = f.dir.join("preset.json");
+    std::fs::write(&wu_path, work_unit(&f, 30, 10, 128 << 20).to_string()).unwrap();
+    std::fs::write(
+        &pr_path,
+        shell_preset("cat >/dev/null; echo x > src/x.txt").to_string(),
+    )
+    .unwrap();
+    let run_with = |extra: &[&str], rust_log: Option<&str>| -> Output {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+        c.arg("run")
+            .arg("--work-unit")
+            .arg(&wu_path)
+            .arg("--preset")
+            .arg(&pr_path)
+            .arg("--repo")
+            .arg(&f.repo)
+            .arg("--artifacts")
+            .arg(f.dir.join("artifacts"))
+            .args(extra)
+            .env_clear()
+            .env("HOME", f.dir.join("home"))
+            .env("PATH", "/usr/bin:/bin");
+        if let Some(v) = rust_log {
+            c.env("RUST_LOG", v);
+        }
+        c.output().unwrap()
+    };
+    let steps = [
+        "admission: admitted",
+        "capability gate: all nine attested",
+        "base checkout ready",
+        "sandbox: the worker's tree is gone",
+        "capture done",
+        "manifest stored",
+    ];
+    let text = run_with(&["--verbose"], None);
+    let err = String::from_utf8_lossy(&text.stderr).into_owned();
+    assert_eq!(text.status.code(), Some(0), "{err}");
+    for s in steps {
+        assert!(err.contains(s), "{s}: {err}");
+    }
+    assert!(err.contains("ms="), "{err}");
+    assert_eq!(String::from_utf8_lossy(&text.stdout).lines().count(), 1);
+    let json = run_with(&["-v", "--log-format", "json"], None);
+    let err = String::from_utf8_lossy(&json.stderr).into_owned();
+    let events: Vec<Value> = err
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["fields"]["message"] == "manifest stored"),
+        "{err}"
+    );
+    let env = run_with(&[], Some("corral_runner=info"));
+    assert!(
+        String::from_utf8_lossy(&env.stderr).contains("capture done"),
+        "{}",
+        String::from_utf8_lossy(&env.stderr)
+    );
+    // Control: no flag, no RUST_LOG, no step lines.
+    let quiet = run_with(&[], None);
+    let err = String::from_utf8_lossy(&quiet.stderr).into_owned();
+    assert_eq!(quiet.status.code(), Some(0), "{err}");
+    assert!(!err.contains("admission: admitted"), "{err}");
 }

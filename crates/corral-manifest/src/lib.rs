@@ -206,6 +206,23 @@ pub enum VerifyStatus {
     Unreadable(String),
 }
 
+impl VerifyStatus {
+    /// The status as one stable word (`verify --json`): `intact`, `missing`, `mismatch`,
+    /// `size_mismatch`, `not_regular`, `not_canonical`, `unreadable`.
+    #[must_use]
+    pub fn word(&self) -> &'static str {
+        match self {
+            VerifyStatus::Intact => "intact",
+            VerifyStatus::Missing => "missing",
+            VerifyStatus::Mismatch { .. } => "mismatch",
+            VerifyStatus::SizeMismatch { .. } => "size_mismatch",
+            VerifyStatus::NotRegular => "not_regular",
+            VerifyStatus::NotCanonical => "not_canonical",
+            VerifyStatus::Unreadable(_) => "unreadable",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyEntry {
     pub role: ArtifactRole,

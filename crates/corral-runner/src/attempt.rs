@@ -134,13 +134,26 @@ pub fn run_attempt(
     executor: &dyn LocalSandboxExecutor,
     cancel: &CancelToken,
 ) -> Result<RunReport, RunError> {
+    // `corral run --verbose`: one event per step, with its time (tracing; stderr).
+    let t0 = std::time::Instant::now();
+    let ms = |t: std::time::Instant| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX);
     let run = admit(
         inputs.work_unit,
         inputs.preset,
         inputs.connections,
         inputs.env,
     )
-    .map_err(|Rejected(r)| RunError::Rejected(r))?;
+    .map_err(|Rejected(r)| {
+        tracing::info!(rejections = r.len(), "admission: rejected");
+        RunError::Rejected(r)
+    })?;
+    tracing::info!(
+        work_unit = run.work_unit_id(),
+        preset = run.preset_id(),
+        policy = %run.policy().digest(),
+        ms = ms(t0),
+        "admission: admitted"
+    );
     let repo = inputs
         .repo
         .canonicalize()
@@ -157,7 +170,14 @@ pub fn run_attempt(
         ..*inputs
     };
     let exe_path = PathBuf::from(&run.exec().executable);
+    let t = std::time::Instant::now();
     let exe_digest = executable_digest(&exe_path)?;
+    tracing::info!(
+        executable = %exe_path.display(),
+        digest = %exe_digest,
+        ms = ms(t),
+        "executable hashed"
+    );
     let documents = (
         DocumentRef {
             id: run.work_unit_id().to_owned(),
@@ -226,6 +246,7 @@ pub fn run_attempt(
     }
     // The capability gate, before anything starts (exit 3).
     if let Err(gate) = require_all_capabilities(&capabilities) {
+        tracing::info!(missing = gate.missing.len(), "capability gate: refused");
         let rejections = gate
             .missing
             .iter()
@@ -239,6 +260,11 @@ pub fn run_attempt(
 
     // The base checkout only once the worker can run at all: a host that cannot enforce the
     // nine never materializes hostile trees (exit 3 before any of it).
+    tracing::info!(
+        backend = executor.backend(),
+        "capability gate: all nine attested"
+    );
+    let t = std::time::Instant::now();
     let cache = BaseCache::open(inputs.cache, inputs.cache_limits)
         .map_err(|e| RunError::Internal(e.to_string()))?;
     // Held until the attempt ends: an entry in use is never evicted.
@@ -264,6 +290,13 @@ pub fn run_attempt(
     let options = ExecuteOptions {
         egress: Some(&gateway),
     };
+    tracing::info!(
+        base = run.base_sha(),
+        reused = !base.created,
+        ms = ms(t),
+        "base checkout ready"
+    );
+    let t = std::time::Instant::now();
     let outcome = match execute_admitted_with(executor, &run, &base.dir, cancel, &options) {
         Ok(o) => o,
         Err(err) => {
@@ -283,7 +316,16 @@ pub fn run_attempt(
             );
         }
     };
-    finish(
+    tracing::info!(
+        termination = ?outcome.termination,
+        exit_code = ?outcome.exit_code,
+        wall_ms = outcome.wall_ms,
+        cpu_ms = outcome.cpu_ms,
+        peak_memory_bytes = outcome.peak_memory_bytes,
+        ms = ms(t),
+        "sandbox: the worker's tree is gone"
+    );
+    let report = finish(
         &run,
         inputs,
         &store,
@@ -291,7 +333,15 @@ pub fn run_attempt(
         documents,
         executable,
         !base.created,
-    )
+    );
+    if let Ok(r) = &report {
+        tracing::info!(
+            manifest = %r.manifest.path.display(),
+            total_ms = ms(t0),
+            "manifest stored"
+        );
+    }
+    report
 }
 
 fn finish(
@@ -327,8 +377,18 @@ fn finish(
                 run.limits().max_patch_bytes.get(),
             );
             // The upper layer is hostile data: it is parsed in the confined capture helper.
+            let t = std::time::Instant::now();
             match corral_checkout::capture_isolated(inputs.checkout, &req) {
-                Ok(c) => Some(c),
+                Ok(c) => {
+                    tracing::info!(
+                        changed = c.changed_paths.len(),
+                        rejections = c.rejections.len(),
+                        patch_bytes = c.patch.as_ref().map_or(0, Vec::len),
+                        ms = u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        "capture done"
+                    );
+                    Some(c)
+                }
                 Err(e) => {
                     extra.push(Rejection::new(
                         ReasonCode::CaptureFailed,
