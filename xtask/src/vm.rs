@@ -10,7 +10,10 @@
 //!
 //! Measured on this machine kind (issue 12): `/dev/kvm` is a software nested hypervisor on
 //! which distribution kernels hang in the decompressor, so the guests run under TCG
-//! (`-accel tcg,thread=multi`).
+//! (`-accel tcg,thread=single`: two vCPUs on one host thread. Multi-threaded TCG crashed 7.x
+//! guests under a busy host: kernel panics at boot under systemd and once an Oops on an
+//! `int3` in `tg_cpus` while a jump label was patched, which is cross-modifying code between
+//! vCPUs that MTTCG does not keep coherent; one thread keeps it so).
 //!
 //! The command runs alone in the layout's cgroup (it is `exec`ed by a shell that moved itself
 //! there), as a unit's main process does; pass `sh -c '...'` for more than one command.
@@ -784,6 +787,8 @@ struct Outcome {
     exit: Option<i32>,
     secs: f64,
     summary: String,
+    /// The console's last lines, printed when the guest did not exit 0 (a panic's cause).
+    tail: String,
 }
 
 fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -> Result<Outcome> {
@@ -799,7 +804,7 @@ fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -
     // qemu is left running behind an interrupted `cargo xtask vm`.
     let mut qemu = Command::new("setpriv");
     qemu.args(["--pdeathsig", "KILL", "--", "qemu-system-x86_64"])
-        .args(["-accel", "tcg,thread=multi", "-m", "6G", "-smp", "2"])
+        .args(["-accel", "tcg,thread=single", "-m", "6G", "-smp", "2"])
         .args(["-nodefaults", "-nic", "none", "-nographic", "-no-reboot"])
         .args(["-serial", "stdio", "-monitor", "none"])
         .arg("-kernel")
@@ -875,10 +880,13 @@ fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -
         .find_map(|l| l.trim().strip_prefix("corral-vm: exit "))
         .and_then(|c| c.trim().parse().ok());
     let summary = summarize(&out, timed_out);
+    let lines: Vec<&str> = out.lines().collect();
+    let tail = lines[lines.len().saturating_sub(60)..].join("\n");
     Ok(Outcome {
         exit,
         secs: t.elapsed().as_secs_f64(),
         summary,
+        tail,
     })
 }
 
@@ -948,6 +956,10 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
                     r.secs,
                     truncate(&r.summary, 160)
                 );
+                if r.exit != Some(0) && !o.verbose {
+                    // What the guest said last: the command's error or the kernel's panic.
+                    println!("----- the console's last lines -----\n{}\n-----", r.tail);
+                }
                 let _ = std::io::stdout().flush();
                 rows.push((k.package.clone(), layout.clone(), tmp.clone(), r));
             }
