@@ -575,8 +575,15 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         )?;
     }
     mk(sys::lchown(&base.join("home"), uid, gid), "home owner")?;
+    // The worker's login shell: agents run `$SHELL -lc` or the passwd shell (codex does),
+    // and their commands are bash more often than not. /bin is the host's, bound read-only.
+    let shell = if Path::new("/bin/bash").is_file() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    };
     let passwd = format!(
-        "root:x:0:0:root:/root:/usr/sbin/nologin\ncorral:x:{uid}:{gid}:corral sandbox:{SANDBOX_HOME}:/bin/sh\n"
+        "root:x:0:0:root:/root:/usr/sbin/nologin\ncorral:x:{uid}:{gid}:corral sandbox:{SANDBOX_HOME}:{shell}\n"
     );
     let group = format!("root:x:0:\ncorral:x:{gid}:\n");
     mk(sk.file("etc/passwd", passwd.as_bytes(), 0o644), "passwd")?;

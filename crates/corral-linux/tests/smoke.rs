@@ -33,3 +33,20 @@ fn true_runs_and_writes_land_in_upper() {
     assert_eq!(o.termination, Termination::Exited);
     assert_gone(&o);
 }
+
+/// The worker's passwd entry names bash as its login shell where the host has it (agents run
+/// commands through it: codex's `sh -lc` is the passwd shell), else sh.
+#[test]
+fn the_login_shell_is_bash_where_it_exists() {
+    let ws = Workspace::new("shell");
+    let o = Case::sh("grep '^corral:' /etc/passwd").run(&ws);
+    let line = text(&o.stdout.bytes);
+    assert_eq!(o.exit_code, Some(0), "{line}{}", text(&o.stderr.bytes));
+    let want = if std::path::Path::new("/bin/bash").is_file() {
+        ":/bin/bash"
+    } else {
+        ":/bin/sh"
+    };
+    assert!(line.trim_end().ends_with(want), "{line}");
+    assert_gone(&o);
+}
