@@ -129,6 +129,33 @@ fn run(f: &Fixture, wu: &Value, preset: &Value, extra: &[&str]) -> (i32, Value, 
     )
 }
 
+/// Writes the standard WorkUnit and a shell preset running `script`; returns their paths.
+fn documents(f: &Fixture, script: &str) -> (PathBuf, PathBuf) {
+    let wu_path = f.dir.join("wu.json");
+    let pr_path = f.dir.join("preset.json");
+    std::fs::write(&wu_path, work_unit(f, 30, 10, 128 << 20).to_string()).unwrap();
+    std::fs::write(&pr_path, shell_preset(script).to_string()).unwrap();
+    (wu_path, pr_path)
+}
+
+/// `corral run` with these documents, repository and store, in a clean environment.
+fn run_command(f: &Fixture, wu: &Path, preset: &Path, repo: &Path, artifacts: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+    c.arg("run")
+        .arg("--work-unit")
+        .arg(wu)
+        .arg("--preset")
+        .arg(preset)
+        .arg("--repo")
+        .arg(repo)
+        .arg("--artifacts")
+        .arg(artifacts)
+        .env_clear()
+        .env("HOME", f.dir.join("home"))
+        .env("PATH", "/usr/bin:/bin");
+    c
+}
+
 fn repo_snapshot(f: &Fixture) -> String {
     let status = git(&f.repo, &["status", "--porcelain", "--ignored", "-uall"]);
     let refs = git(&f.repo, &["for-each-ref"]);
@@ -795,14 +822,7 @@ fn demo_captures_a_candidate() {
 #[test]
 fn dumb_terminal_gets_no_cursor_control() {
     let f = fixture("dumb");
-    let wu_path = f.dir.join("wu.json");
-    let pr_path = f.dir.join("preset.json");
-    std::fs::write(&wu_path, work_unit(&f, 30, 10, 128 << 20).to_string()).unwrap();
-    std::fs::write(
-        &pr_path,
-        shell_preset("cat >/dev/null; sleep 1; echo x > src/x.txt").to_string(),
-    )
-    .unwrap();
+    let (wu_path, pr_path) = documents(&f, "cat >/dev/null; sleep 1; echo x > src/x.txt");
     let on_a_pty = |term: &str| -> Vec<u8> {
         let cmd = format!(
             "{} run --work-unit {} --preset {} --repo {} --artifacts {}",
@@ -841,14 +861,7 @@ fn dumb_terminal_gets_no_cursor_control() {
 fn non_utf8_paths_are_bad_input_naming_the_flag() {
     use std::os::unix::ffi::OsStrExt as _;
     let f = fixture("nonutf8");
-    let wu_path = f.dir.join("wu.json");
-    let pr_path = f.dir.join("preset.json");
-    std::fs::write(&wu_path, work_unit(&f, 30, 10, 128 << 20).to_string()).unwrap();
-    std::fs::write(
-        &pr_path,
-        shell_preset("cat >/dev/null; echo x > src/x.txt").to_string(),
-    )
-    .unwrap();
+    let (wu_path, pr_path) = documents(&f, "cat >/dev/null; echo x > src/x.txt");
     let odd = f.dir.join(std::ffi::OsStr::from_bytes(b"store-\xff\xfe"));
     // A link with a UTF-8 name to the repository under a name that is not.
     let odd_repo = f.dir.join(std::ffi::OsStr::from_bytes(b"repo-\xc3("));
@@ -856,19 +869,7 @@ fn non_utf8_paths_are_bad_input_naming_the_flag() {
     let link = f.dir.join("repo-link");
     std::os::unix::fs::symlink(&odd_repo, &link).unwrap();
     let run_with = |repo: &Path, artifacts: &Path| -> Output {
-        Command::new(env!("CARGO_BIN_EXE_corral"))
-            .arg("run")
-            .arg("--work-unit")
-            .arg(&wu_path)
-            .arg("--preset")
-            .arg(&pr_path)
-            .arg("--repo")
-            .arg(repo)
-            .arg("--artifacts")
-            .arg(artifacts)
-            .env_clear()
-            .env("HOME", f.dir.join("home"))
-            .env("PATH", "/usr/bin:/bin")
+        run_command(&f, &wu_path, &pr_path, repo, artifacts)
             .output()
             .unwrap()
     };
@@ -1032,29 +1033,10 @@ fn corral_contract_digest(m: &Value) -> String {
 #[test]
 fn verbose_logs_each_step_on_stderr() {
     let f = fixture("verbose");
-    let wu_path = f.dir.join("wu.json");
-    let pr_path = f.dir.join("preset.json");
-    std::fs::write(&wu_path, work_unit(&f, 30, 10, 128 << 20).to_string()).unwrap();
-    std::fs::write(
-        &pr_path,
-        shell_preset("cat >/dev/null; echo x > src/x.txt").to_string(),
-    )
-    .unwrap();
+    let (wu_path, pr_path) = documents(&f, "cat >/dev/null; echo x > src/x.txt");
     let run_with = |extra: &[&str], rust_log: Option<&str>| -> Output {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
-        c.arg("run")
-            .arg("--work-unit")
-            .arg(&wu_path)
-            .arg("--preset")
-            .arg(&pr_path)
-            .arg("--repo")
-            .arg(&f.repo)
-            .arg("--artifacts")
-            .arg(f.dir.join("artifacts"))
-            .args(extra)
-            .env_clear()
-            .env("HOME", f.dir.join("home"))
-            .env("PATH", "/usr/bin:/bin");
+        let mut c = run_command(&f, &wu_path, &pr_path, &f.repo, &f.dir.join("artifacts"));
+        c.args(extra);
         if let Some(v) = rust_log {
             c.env("RUST_LOG", v);
         }
