@@ -442,20 +442,9 @@ fn admission_rejections_and_bad_input_exit_2_without_manifest() {
     // crate's jargon.
     let not_git = f.dir.join("not-git");
     std::fs::create_dir_all(&not_git).unwrap();
-    let out = corral(
-        &f,
-        &[
-            "run",
-            "--work-unit",
-            wu_path.to_str().unwrap(),
-            "--preset",
-            pr_path.to_str().unwrap(),
-            "--repo",
-            not_git.to_str().unwrap(),
-            "--artifacts",
-            f.dir.join("a3").to_str().unwrap(),
-        ],
-    );
+    let out = run_command(&f, &wu_path, &pr_path, &not_git, &f.dir.join("a3"))
+        .output()
+        .unwrap();
     let said = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(
