@@ -22,6 +22,16 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
+/// Milliseconds as a person reads them: `23 ms` below a second, `1.4 s` above.
+#[must_use]
+pub fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
 /// The summary lines (without the patch or logs): outcome, resources used (against the
 /// budget when it is known), every rejection, changed paths, egress decisions.
 #[must_use]
@@ -36,10 +46,10 @@ pub fn lines(m: &ResultManifest, budget: Option<&Budget>) -> Vec<String> {
     };
     let e = &m.execution;
     out.push(format!(
-        "  used        wall {:.1} s{}, cpu {:.1} s{}, peak memory {}{}",
-        e.wall_ms as f64 / 1000.0,
+        "  used        wall {}{}, cpu {}{}, peak memory {}{}",
+        duration(e.wall_ms),
         of(budget.and_then(|b| b.wall_seconds), &|s| format!("{s} s")),
-        e.cpu_ms as f64 / 1000.0,
+        duration(e.cpu_ms),
         of(budget.and_then(|b| b.cpu_seconds), &|s| format!("{s} s")),
         size(e.peak_memory_bytes),
         of(budget.and_then(|b| b.memory_bytes), &size),
@@ -99,5 +109,11 @@ mod tests {
         assert_eq!(size(3 << 20), "3.0 MiB");
         assert_eq!(size(2048 << 20), "2.0 GiB");
         assert_eq!(size(300 << 20), "300 MiB");
+    }
+
+    #[test]
+    fn durations_read_as_people_read_them() {
+        assert_eq!(super::duration(23), "23 ms");
+        assert_eq!(super::duration(1450), "1.4 s");
     }
 }
