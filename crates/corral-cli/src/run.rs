@@ -373,6 +373,22 @@ pub fn store_for(manifest: &Path, artifacts: Option<&PathBuf>) -> PathBuf {
         })
 }
 
+/// `verify --json`: the same keys whether the manifest could be read or not.
+fn print_verify_json(
+    manifest: &Path,
+    intact: bool,
+    entries: &[serde_json::Value],
+    error: Option<&str>,
+) {
+    print_json(&serde_json::json!({
+        "schema_version": "corral.verify-report/v1",
+        "manifest": manifest.to_string_lossy(),
+        "intact": intact,
+        "entries": entries,
+        "error": error,
+    }));
+}
+
 pub fn verify(args: &VerifyArgs) -> u8 {
     let artifacts = store_for(&args.manifest, args.artifacts.as_ref());
     let reader = LocalArtifactBundleReader::new(&artifacts);
@@ -383,25 +399,15 @@ pub fn verify(args: &VerifyArgs) -> u8 {
                     .entries
                     .iter()
                     .map(|e| {
-                        let line = e.to_string();
-                        let detail = line
-                            .split_once(": ")
-                            .map_or(String::new(), |(_, d)| d.to_owned());
                         serde_json::json!({
                             "role": e.role.to_string(),
                             "digest": e.digest,
                             "status": e.status.word(),
-                            "detail": detail,
+                            "detail": e.detail(),
                         })
                     })
                     .collect();
-                print_json(&serde_json::json!({
-                    "schema_version": "corral.verify-report/v1",
-                    "manifest": args.manifest.to_string_lossy(),
-                    "intact": report.intact(),
-                    "entries": entries,
-                    "error": null,
-                }));
+                print_verify_json(&args.manifest, report.intact(), &entries, None);
             } else {
                 for e in &report.entries {
                     out!("{}", escape(&e.to_string()));
@@ -423,13 +429,7 @@ pub fn verify(args: &VerifyArgs) -> u8 {
         Err(e) => {
             eprintln!("corral: verify: {}", escape(&e.to_string()));
             if args.json {
-                print_json(&serde_json::json!({
-                    "schema_version": "corral.verify-report/v1",
-                    "manifest": args.manifest.to_string_lossy(),
-                    "intact": false,
-                    "entries": [],
-                    "error": e.to_string(),
-                }));
+                print_verify_json(&args.manifest, false, &[], Some(&e.to_string()));
             }
             exit::FAILED
         }

@@ -105,20 +105,20 @@ fn combine(parts: &[(&str, &Observation)], extra: &str) -> CapabilityEvidence {
     if !enforced {
         // Only what is missing, and never a description of enforcement that did not run;
         // observations never made are left out when another part says why.
-        let missing: Vec<&(&str, &Observation)> = parts.iter().filter(|(_, o)| !o.ok).collect();
-        let made: Vec<String> = missing
-            .iter()
+        let missing = parts.iter().filter(|(_, o)| !o.ok);
+        let made: Vec<_> = missing
+            .clone()
             .filter(|(_, o)| !o.detail.starts_with(NOT_PROBED))
-            .map(|(name, o)| format!("{name}: MISSING {}", o.detail))
             .collect();
-        let text = if made.is_empty() {
-            missing
-                .iter()
-                .map(|(name, o)| format!("{name}: MISSING {}", o.detail))
-                .collect::<Vec<_>>()
+        let shown = if made.is_empty() {
+            missing.collect()
         } else {
             made
         };
+        let text: Vec<String> = shown
+            .iter()
+            .map(|(name, o)| format!("{name}: MISSING {}", o.detail))
+            .collect();
         return CapabilityEvidence {
             enforced,
             evidence: text.join("; "),

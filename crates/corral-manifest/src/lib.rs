@@ -241,28 +241,34 @@ impl std::fmt::Display for ArtifactRole {
     }
 }
 
+impl VerifyEntry {
+    /// What was found, in the contract's words: `intact`, `missing`,
+    /// `mismatch: expected sha256:... got sha256:...`.
+    #[must_use]
+    pub fn detail(&self) -> String {
+        match &self.status {
+            VerifyStatus::Intact => "intact".to_owned(),
+            VerifyStatus::Missing => "missing".to_owned(),
+            VerifyStatus::Mismatch { actual } => {
+                format!("mismatch: expected {} got {actual}", self.digest)
+            }
+            VerifyStatus::SizeMismatch { recorded, actual } => format!(
+                "size mismatch: the manifest records {recorded} bytes, the file has {actual}"
+            ),
+            VerifyStatus::NotRegular => "not a regular file".to_owned(),
+            VerifyStatus::NotCanonical => "not canonical: these bytes are not the one JSON \
+                                           spelling corral writes (re-encoded or edited)"
+                .to_owned(),
+            VerifyStatus::Unreadable(why) => format!("unreadable: {why}"),
+        }
+    }
+}
+
 /// One line of `corral verify`, in the contract's words: `patch sha256:...: intact`,
 /// `stdout sha256:...: mismatch: expected sha256:... got sha256:...`.
 impl std::fmt::Display for VerifyEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}: ", self.role, self.digest)?;
-        match &self.status {
-            VerifyStatus::Intact => f.write_str("intact"),
-            VerifyStatus::Missing => f.write_str("missing"),
-            VerifyStatus::Mismatch { actual } => {
-                write!(f, "mismatch: expected {} got {actual}", self.digest)
-            }
-            VerifyStatus::SizeMismatch { recorded, actual } => write!(
-                f,
-                "size mismatch: the manifest records {recorded} bytes, the file has {actual}"
-            ),
-            VerifyStatus::NotRegular => f.write_str("not a regular file"),
-            VerifyStatus::NotCanonical => f.write_str(
-                "not canonical: these bytes are not the one JSON spelling corral writes \
-                 (re-encoded or edited)",
-            ),
-            VerifyStatus::Unreadable(why) => write!(f, "unreadable: {why}"),
-        }
+        write!(f, "{} {}: {}", self.role, self.digest, self.detail())
     }
 }
 

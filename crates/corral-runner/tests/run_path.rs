@@ -114,6 +114,25 @@ fn each_missing_capability_refuses_before_start_with_exit_3() {
         Termination::Exited
     );
     assert!(ok.manifest.manifest.logs.stdout.bytes > 0);
+    // The gate comes before the base checkout: a host that cannot enforce the nine never
+    // materializes the base commit's (hostile) tree. Control: the full run above did.
+    let base_entries = |cache: &std::path::Path| -> usize {
+        std::fs::read_dir(cache.join("base")).map_or(0, |rd| {
+            rd.flatten()
+                .filter(|e| e.file_name().to_string_lossy() == sha)
+                .count()
+        })
+    };
+    assert_eq!(
+        base_entries(&dir.0.join("cache")),
+        1,
+        "control: no base checkout"
+    );
+    let untouched = dir.0.join("cache-missing");
+    let inputs = RunInputs {
+        cache: &untouched,
+        ..inputs
+    };
     for cap in Capability::ALL {
         let exec = LinuxSandboxExecutor::with_probe(
             config.clone(),
@@ -135,6 +154,11 @@ fn each_missing_capability_refuses_before_start_with_exit_3() {
             m.rejections
         );
         assert!(!m.sandbox.capabilities.get(cap).enforced);
+        assert_eq!(
+            base_entries(&untouched),
+            0,
+            "{cap}: the base was materialized"
+        );
     }
 }
 
