@@ -180,7 +180,9 @@ fn tests_command(root: &Path, packages: &str) -> Result<String> {
         cargo.args(["-p", p]);
     }
     let out = run_ok(&mut cargo)?;
-    let mut script = String::from("fail=0\n");
+    // Each binary's output is also kept, so that a failure's panic is printed again at the
+    // end: the console's last lines, which CI shows, are otherwise the later binaries' output.
+    let mut script = String::from("fail=0\nlogs=$(mktemp -d)\nn=0\n");
     for line in out.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -196,13 +198,20 @@ fn tests_command(root: &Path, packages: &str) -> Result<String> {
             .parent()
             .context("a manifest path without a folder")?;
         script.push_str(&format!(
-            "echo \"corral-vm: test {exe}\"; cd '{}' && CARGO_MANIFEST_DIR='{}' '{exe}' || \
-             {{ fail=1; echo \"corral-vm: test failed: {exe}\"; }}\n",
-            dir.display(),
-            dir.display()
+            "n=$((n+1)); echo \"corral-vm: test {exe}\"; \
+             {{ cd '{dir}' && CARGO_MANIFEST_DIR='{dir}' '{exe}' 2>&1; echo $? > \"$logs/$n.rc\"; }} \
+             | tee \"$logs/$n.log\"; \
+             [ \"$(cat \"$logs/$n.rc\")\" = 0 ] || {{ fail=1; echo '{exe}' > \"$logs/$n.failed\"; \
+             echo \"corral-vm: test failed: {exe}\"; }}\n",
+            dir = dir.display(),
         ));
     }
-    script.push_str("exit $fail\n");
+    script.push_str(
+        "for f in \"$logs\"/*.failed; do [ -e \"$f\" ] || continue; \
+         echo \"corral-vm: failed in $(cat \"$f\"):\"; \
+         grep -a -A12 'panicked at' \"${f%.failed}.log\" | head -80; done\n\
+         rm -rf \"$logs\"\nexit $fail\n",
+    );
     let path = root
         .join("target/vm")
         .join(format!("tests-{}.sh", std::process::id()));

@@ -375,6 +375,7 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
             }
             // Every thread of corral (cgroup.procs moves the whole process).
             write_file(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
+            move_own_descendants(parent, &leaf);
             match ensure_subtree_control(parent) {
                 Err(e) if crate::sys::errno(&e) == Some(libc::EBUSY) => {
                     let others = other_members(parent);
@@ -399,6 +400,53 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
         }
         other => other,
     }
+}
+
+/// Moves into `leaf` the processes directly in `parent` that corral itself started (its
+/// descendants). A thread of corral that forked between systemd moving corral into its scope
+/// and corral moving itself into `leaf` left a child in `parent` (a library user's `git`, a
+/// test's `ip`); it is corral's, and it would block the controllers. Once corral is in `leaf`
+/// its new children start there, so what is left in `parent` is a finite set that a few
+/// passes empty (a moved process's own children, forked before it moved, are found on the
+/// next pass). Anything else stays and is named in the refusal.
+fn move_own_descendants(parent: &Path, leaf: &Path) {
+    let me = std::process::id();
+    // A bound, not a pace: each pass moves every descendant it sees.
+    for _ in 0..16 {
+        let ours: Vec<String> = members(parent)
+            .into_iter()
+            .filter(|p| p.parse().is_ok_and(|pid| descends_from(pid, me)))
+            .collect();
+        if ours.is_empty() {
+            return;
+        }
+        for pid in ours {
+            // A child that has exited meanwhile (ESRCH) is not in the way any more.
+            let _ = write_file(&leaf.join("cgroup.procs"), &pid);
+        }
+    }
+}
+
+/// Whether `pid`'s chain of parents (`/proc/<pid>/stat`) reaches `ancestor`.
+fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut at = pid;
+    // Pid chains are short; the bound only guards against a cycle read during reuse.
+    for _ in 0..64 {
+        match parent_pid(at) {
+            Some(p) if p == ancestor => return true,
+            Some(p) if p > 1 => at = p,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The parent pid of `pid` (field 4 of `/proc/<pid>/stat`, after the `(comm)` that may hold
+/// spaces and parentheses), or `None` when it has exited.
+fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Up to five `pid (comm)` of the processes directly in `group`, for a refusal.
@@ -786,6 +834,41 @@ impl CgroupOps for V1Group {
 
 #[cfg(test)]
 mod tests {
+    /// The descendants that move with corral into its leaf are exactly its own: a child and
+    /// a grandchild are, corral itself, init and its own parent are not.
+    #[test]
+    fn only_corrals_own_descendants_are_moved_with_it() {
+        let me = std::process::id();
+        // `sh` starts a grandchild and prints its pid; both sleep until killed below.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let grandchild: u32 = line.trim().parse().unwrap();
+        let seen = (
+            super::descends_from(child.id(), me),
+            super::descends_from(grandchild, me),
+            super::descends_from(me, me),
+            super::descends_from(1, me),
+            super::descends_from(super::parent_pid(me).unwrap(), me),
+        );
+        // SAFETY: kill(2) only sends a signal; the grandchild's pid was printed by our own child.
+        #[allow(unsafe_code, reason = "kill(2) of our own grandchild")]
+        unsafe {
+            libc::kill(i32::try_from(grandchild).unwrap(), libc::SIGKILL);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(seen, (true, true, false, false, false));
+    }
+
     #[test]
     fn a_write_error_keeps_its_errno_through_the_message() {
         // /dev/full answers every write with ENOSPC: the wrapped error must still say so,
