@@ -10,6 +10,9 @@ const folders = {
   "agent-preset": "examples/presets",
   "connections": "examples/connections",
   "result-manifest": "examples/manifests",
+  "probe-report": "examples/reports/probe",
+  "admission-report": "examples/reports/admission",
+  "verify-report": "examples/reports/verify",
 };
 let passed = 0, failed = 0;
 for (const [name, folder] of Object.entries(folders)) {

@@ -16,6 +16,9 @@ VALID = {
     "agent-preset": "examples/presets",
     "connections": "examples/connections",
     "result-manifest": "examples/manifests",
+    "probe-report": "examples/reports/probe",
+    "admission-report": "examples/reports/admission",
+    "verify-report": "examples/reports/verify",
 }
 
 passed = failed = 0

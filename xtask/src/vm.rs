@@ -848,24 +848,36 @@ fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -
     let verbose = o.verbose;
     let title = format!("{} / {layout} / {tmp}", k.package);
     // With --verbose the guest's console is shown as it comes (a long suite shows progress).
+    // A terminal's status line is redrawn after `\r` with no `\n` (the guest's stderr is its
+    // console, a TTY): each redraw is printed as a line of its own, or a log shows nothing
+    // until the command ends.
     let reader = std::thread::spawn(move || {
-        use std::io::BufRead as _;
+        use std::io::Read as _;
         let mut buf = Vec::new();
-        let mut r = std::io::BufReader::new(stdout);
+        let mut r = stdout;
+        let mut chunk = [0u8; 4096];
+        let mut shown = 0;
         if verbose {
             println!("----- {title} -----");
         }
         loop {
-            let start = buf.len();
-            match r.read_until(b'\n', &mut buf) {
+            match r.read(&mut chunk) {
                 Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if verbose {
-                        print!("{}", String::from_utf8_lossy(&buf[start..]));
-                        let _ = std::io::stdout().flush();
-                    }
-                }
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
+            if verbose
+                && let Some(end) = buf[shown..]
+                    .iter()
+                    .rposition(|b| matches!(b, b'\n' | b'\r'))
+            {
+                let text = String::from_utf8_lossy(&buf[shown..=shown + end]);
+                print!("{}", text.replace("\r\n", "\n").replace('\r', "\n"));
+                let _ = std::io::stdout().flush();
+                shown += end + 1;
+            }
+        }
+        if verbose && shown < buf.len() {
+            println!("{}", String::from_utf8_lossy(&buf[shown..]));
         }
         buf
     });

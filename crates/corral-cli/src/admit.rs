@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use corral_admission::{Rejected, admit};
+use corral_contract::reports::{AdmissionReport, DocumentRef};
 use corral_contract::{AgentPreset, Rejection, TrustedConnections, WorkUnit, digest_of};
-use serde_json::{Value, json};
 
 use crate::display::{escape, print_json};
 use crate::exit;
@@ -89,27 +89,6 @@ pub fn field_of(r: &Rejection) -> String {
     escape(bare)
 }
 
-/// The schema of `admit --json`.
-pub const ADMISSION_REPORT_SCHEMA: &str = "corral.admission-report/v1";
-
-/// `admit --json`'s document with every key present, whatever the decision: what is not
-/// known is `null` (or empty), so a script reads the same keys admitted, rejected or not
-/// parsed.
-fn report() -> Value {
-    json!({
-        "schema_version": ADMISSION_REPORT_SCHEMA,
-        "admissible": false,
-        "bad_input": [],
-        "work_unit": null,
-        "preset": null,
-        "rejections": [],
-        "policy": null,
-        "policy_digest": null,
-        "exec": null,
-        "limits": null,
-    })
-}
-
 pub fn run(args: &AdmitArgs) -> u8 {
     let inputs = match load_inputs(&args.work_unit, &args.preset, args.connections.as_ref()) {
         Ok(inputs) => inputs,
@@ -118,9 +97,8 @@ pub fn run(args: &AdmitArgs) -> u8 {
                 eprintln!("corral: {line}");
             }
             if args.json {
-                let errors: Vec<&str> = bad.iter().map(|b| b.0.as_str()).collect();
-                let mut out = report();
-                out["bad_input"] = json!(errors);
+                let mut out = AdmissionReport::empty();
+                out.bad_input = bad.iter().map(|b| b.0.clone()).collect();
                 print_json(&out);
             }
             return exit::REJECTED;
@@ -132,20 +110,26 @@ pub fn run(args: &AdmitArgs) -> u8 {
         inputs.connections.as_ref(),
         &BTreeMap::new(),
     );
-    let mut documents = report();
-    documents["work_unit"] =
-        json!({ "id": inputs.work_unit.id, "digest": digest_of(&inputs.work_unit) });
-    documents["preset"] = json!({ "id": inputs.preset.id, "digest": digest_of(&inputs.preset) });
+    // Every key is printed whatever the decision (what is not known is null or empty), so
+    // a script reads the same keys admitted, rejected or not parsed.
+    let mut documents = AdmissionReport::empty();
+    documents.work_unit = Some(DocumentRef {
+        id: inputs.work_unit.id.clone(),
+        digest: digest_of(&inputs.work_unit).to_string(),
+    });
+    documents.preset = Some(DocumentRef {
+        id: inputs.preset.id.clone(),
+        digest: digest_of(&inputs.preset).to_string(),
+    });
     match result {
         Ok(run) => {
             if args.json {
                 let mut out = documents;
-                out["admissible"] = Value::Bool(true);
-                out["rejections"] = json!([]);
-                out["policy"] = serde_json::to_value(run.policy()).unwrap_or(Value::Null);
-                out["policy_digest"] = json!(run.policy().digest());
-                out["exec"] = serde_json::to_value(run.exec()).unwrap_or(Value::Null);
-                out["limits"] = serde_json::to_value(run.limits()).unwrap_or(Value::Null);
+                out.admissible = true;
+                out.policy = Some(run.policy().clone());
+                out.policy_digest = Some(run.policy().digest().to_string());
+                out.exec = Some(run.exec().clone());
+                out.limits = Some(*run.limits());
                 print_json(&out);
             } else {
                 let p = run.policy();
@@ -241,8 +225,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
             }
             if args.json {
                 let mut out = documents;
-                out["admissible"] = Value::Bool(false);
-                out["rejections"] = serde_json::to_value(&rejections).unwrap_or(Value::Null);
+                out.rejections.clone_from(&rejections);
                 print_json(&out);
             } else {
                 out!("rejected: {} reason(s); nothing was run", rejections.len());

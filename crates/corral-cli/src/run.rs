@@ -377,16 +377,16 @@ pub fn store_for(manifest: &Path, artifacts: Option<&PathBuf>) -> PathBuf {
 fn print_verify_json(
     manifest: &Path,
     intact: bool,
-    entries: &[serde_json::Value],
+    entries: Vec<corral_contract::VerifyReportEntry>,
     error: Option<&str>,
 ) {
-    print_json(&serde_json::json!({
-        "schema_version": "corral.verify-report/v1",
-        "manifest": manifest.to_string_lossy(),
-        "intact": intact,
-        "entries": entries,
-        "error": error,
-    }));
+    print_json(&corral_contract::VerifyReport {
+        schema_version: corral_contract::reports::VERIFY_REPORT_SCHEMA.to_owned(),
+        manifest: manifest.to_string_lossy().into_owned(),
+        intact,
+        entries,
+        error: error.map(str::to_owned),
+    });
 }
 
 pub fn verify(args: &VerifyArgs) -> u8 {
@@ -395,19 +395,17 @@ pub fn verify(args: &VerifyArgs) -> u8 {
     match verify_manifest_file(&args.manifest, &reader) {
         Ok((_, report)) => {
             if args.json {
-                let entries: Vec<serde_json::Value> = report
+                let entries = report
                     .entries
                     .iter()
-                    .map(|e| {
-                        serde_json::json!({
-                            "role": e.role.to_string(),
-                            "digest": e.digest,
-                            "status": e.status.word(),
-                            "detail": e.detail(),
-                        })
+                    .map(|e| corral_contract::VerifyReportEntry {
+                        role: e.role.to_string(),
+                        digest: e.digest.to_string(),
+                        status: e.status.state(),
+                        detail: e.detail(),
                     })
                     .collect();
-                print_verify_json(&args.manifest, report.intact(), &entries, None);
+                print_verify_json(&args.manifest, report.intact(), entries, None);
             } else {
                 for e in &report.entries {
                     out!("{}", escape(&e.to_string()));
@@ -429,7 +427,7 @@ pub fn verify(args: &VerifyArgs) -> u8 {
         Err(e) => {
             eprintln!("corral: verify: {}", escape(&e.to_string()));
             if args.json {
-                print_verify_json(&args.manifest, false, &[], Some(&e.to_string()));
+                print_verify_json(&args.manifest, false, Vec::new(), Some(&e.to_string()));
             }
             exit::FAILED
         }
@@ -513,14 +511,13 @@ pub fn probe(args: &ProbeArgs) -> u8 {
         "probe done"
     );
     if args.json {
-        let out = serde_json::json!({
-            "schema_version": "corral.probe-report/v1",
-            "backend": executor.backend(),
-            "capabilities": caps,
-            "landlock_abi": executor.probe_report().landlock_abi,
-            "all_enforced": missing.is_empty(),
+        print_json(&corral_contract::ProbeReportDocument {
+            schema_version: corral_contract::reports::PROBE_REPORT_SCHEMA.to_owned(),
+            backend: executor.backend().to_owned(),
+            capabilities: caps.clone(),
+            landlock_abi: executor.probe_report().landlock_abi,
+            all_enforced: missing.is_empty(),
         });
-        print_json(&out);
     } else {
         out!("backend: {}", executor.backend());
         let all = corral_contract::Capability::ALL;

@@ -258,6 +258,9 @@ fn schema_command_prints_committed_schemas() {
         "agent-preset",
         "connections",
         "result-manifest",
+        "probe-report",
+        "admission-report",
+        "verify-report",
     ] {
         let out = corral(&["schema", name]);
         assert_eq!(out.status.code(), Some(0));
@@ -292,6 +295,12 @@ fn withdrawn_capability_is_reported_missing_and_unknown_names_are_refused() {
     assert_eq!(all.status.code(), Some(0), "{}", stderr(&all));
     let o = probe(Some("memory_limit,network_enforcement"));
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    // Both reports are exactly the type `corral schema probe-report` is generated from.
+    for out in [&all, &o] {
+        let typed: corral_contract::ProbeReportDocument =
+            serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(typed.all_enforced, out.status.code() == Some(0));
+    }
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     for (cap, enforced) in [
         ("memory_limit", false),
@@ -406,6 +415,9 @@ fn help_lists_exit_codes_schema_names_and_oci_arity() {
         "agent-preset",
         "connections",
         "result-manifest",
+        "probe-report",
+        "admission-report",
+        "verify-report",
     ] {
         assert!(text.contains(name), "{text}");
     }
@@ -566,6 +578,8 @@ fn admit_json_has_the_same_keys_whatever_the_decision() {
     let keys = |out: &Output| -> Vec<String> {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["schema_version"], "corral.admission-report/v1", "{v}");
+        // Exactly the type `corral schema admission-report` is generated from.
+        let _: corral_contract::AdmissionReport = serde_json::from_value(v.clone()).unwrap();
         let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
         k.sort();
         k

@@ -949,6 +949,8 @@ fn show_and_logs_print_a_stored_run_and_refuse_tampered_ones() {
     assert_eq!(logs.stdout, b"oops\n");
     let verify_json = |args: &[&str]| -> (Option<i32>, Value) {
         let out = cli(args);
+        // Exactly the type `corral schema verify-report` is generated from.
+        let _: corral_contract::VerifyReport = serde_json::from_slice(&out.stdout).unwrap();
         (
             out.status.code(),
             serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),

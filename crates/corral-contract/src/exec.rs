@@ -3,10 +3,13 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 /// The program a worker runs, fixed by the preset, plus its explicit input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(transform = crate::schema::require_keys)]
 pub struct ExecSpec {
     /// Absolute path, from the preset.
     pub executable: String,
@@ -26,7 +29,8 @@ pub struct ExecSpec {
 }
 
 /// Positive ceilings from the WorkUnit budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Limits {
     pub wall_seconds: NonZeroU64,
     pub cpu_seconds: NonZeroU64,

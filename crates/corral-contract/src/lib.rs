@@ -15,6 +15,7 @@ pub mod glob;
 pub mod manifest;
 pub mod path;
 pub mod policy;
+pub mod reports;
 pub mod schema;
 
 pub use canonical::{Digest, canonical_json, digest_of};
@@ -27,3 +28,4 @@ pub use glob::{Glob, fnmatchcase};
 pub use manifest::{CandidateReference, ResultManifest};
 pub use path::{PathPattern, RepoPath};
 pub use policy::{NetworkMode, SandboxPolicy};
+pub use reports::{AdmissionReport, ProbeReportDocument, VerifyReport, VerifyReportEntry};

@@ -10,13 +10,17 @@ use serde_json::{Map, Value};
 
 use crate::documents::{AgentPreset, TrustedConnections, WorkUnit};
 use crate::manifest::ResultManifest;
+use crate::reports::{AdmissionReport, ProbeReportDocument, VerifyReport};
 
 /// The documents `corral schema NAME` prints, by name.
-pub const SCHEMA_NAMES: [&str; 4] = [
+pub const SCHEMA_NAMES: [&str; 7] = [
     "work-unit",
     "agent-preset",
     "connections",
     "result-manifest",
+    "probe-report",
+    "admission-report",
+    "verify-report",
 ];
 
 /// The schema for one document name, or `None` for an unknown name.
@@ -27,6 +31,9 @@ pub fn schema_for_name(name: &str) -> Option<Value> {
         "agent-preset" => generate::<AgentPreset>(),
         "connections" => generate::<TrustedConnections>(),
         "result-manifest" => generate::<ResultManifest>(),
+        "probe-report" => generate::<ProbeReportDocument>(),
+        "admission-report" => generate::<AdmissionReport>(),
+        "verify-report" => generate::<VerifyReport>(),
         _ => return None,
     };
     let mut value = schema.to_value();
@@ -74,6 +81,19 @@ fn strip_integer_formats(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(strip_integer_formats),
         _ => {}
     }
+}
+
+/// schemars transform: every key required, `null` where the type allows it (a report prints
+/// every key whatever the outcome).
+pub(crate) fn require_keys(schema: &mut Schema) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(props)) = obj.get("properties") else {
+        return;
+    };
+    let names: Vec<Value> = props.keys().cloned().map(Value::String).collect();
+    obj.insert("required".into(), Value::Array(names));
 }
 
 /// schemars transform: every property required and not nullable.

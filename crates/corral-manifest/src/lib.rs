@@ -207,18 +207,18 @@ pub enum VerifyStatus {
 }
 
 impl VerifyStatus {
-    /// The status as one stable word (`verify --json`): `intact`, `missing`, `mismatch`,
-    /// `size_mismatch`, `not_regular`, `not_canonical`, `unreadable`.
+    /// The status as the contract's one word (`verify --json`: `intact`, `mismatch`...).
     #[must_use]
-    pub fn word(&self) -> &'static str {
+    pub fn state(&self) -> corral_contract::reports::ArtifactState {
+        use corral_contract::reports::ArtifactState as S;
         match self {
-            VerifyStatus::Intact => "intact",
-            VerifyStatus::Missing => "missing",
-            VerifyStatus::Mismatch { .. } => "mismatch",
-            VerifyStatus::SizeMismatch { .. } => "size_mismatch",
-            VerifyStatus::NotRegular => "not_regular",
-            VerifyStatus::NotCanonical => "not_canonical",
-            VerifyStatus::Unreadable(_) => "unreadable",
+            VerifyStatus::Intact => S::Intact,
+            VerifyStatus::Missing => S::Missing,
+            VerifyStatus::Mismatch { .. } => S::Mismatch,
+            VerifyStatus::SizeMismatch { .. } => S::SizeMismatch,
+            VerifyStatus::NotRegular => S::NotRegular,
+            VerifyStatus::NotCanonical => S::NotCanonical,
+            VerifyStatus::Unreadable(_) => S::Unreadable,
         }
     }
 }
