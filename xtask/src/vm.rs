@@ -849,35 +849,27 @@ fn boot(vm: &Path, k: &Kernel, layout: &str, tmp: &str, o: &Opts, root: &Path) -
     let title = format!("{} / {layout} / {tmp}", k.package);
     // With --verbose the guest's console is shown as it comes (a long suite shows progress).
     // A terminal's status line is redrawn after `\r` with no `\n` (the guest's stderr is its
-    // console, a TTY): each redraw is printed as a line of its own, or a log shows nothing
-    // until the command ends.
+    // console, a TTY): the output is shown as it comes, each `\r` as a line end, or a log
+    // shows a status line only when the next one replaces it.
     let reader = std::thread::spawn(move || {
         use std::io::Read as _;
         let mut buf = Vec::new();
         let mut r = stdout;
         let mut chunk = [0u8; 4096];
-        let mut shown = 0;
         if verbose {
             println!("----- {title} -----");
         }
         loop {
-            match r.read(&mut chunk) {
+            let n = match r.read(&mut chunk) {
                 Ok(0) | Err(_) => break,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-            if verbose
-                && let Some(end) = buf[shown..]
-                    .iter()
-                    .rposition(|b| matches!(b, b'\n' | b'\r'))
-            {
-                let text = String::from_utf8_lossy(&buf[shown..=shown + end]);
+                Ok(n) => n,
+            };
+            buf.extend_from_slice(&chunk[..n]);
+            if verbose {
+                let text = String::from_utf8_lossy(&chunk[..n]);
                 print!("{}", text.replace("\r\n", "\n").replace('\r', "\n"));
                 let _ = std::io::stdout().flush();
-                shown += end + 1;
             }
-        }
-        if verbose && shown < buf.len() {
-            println!("{}", String::from_utf8_lossy(&buf[shown..]));
         }
         buf
     });
@@ -953,6 +945,17 @@ fn summarize(out: &str, timed_out: bool) -> String {
         Some(c) if !c.is_empty() => format!("{last} | first cause: {c}"),
         _ => last.to_owned(),
     }
+}
+
+/// Downloads and unpacks the named kernels (`6.1`, `6.12`, `7.x`) before guests that run at
+/// the same time would each fetch them.
+pub fn fetch(root: &Path, names: &[&str]) -> Result<()> {
+    let vm = root.join("target/vm");
+    std::fs::create_dir_all(&vm)?;
+    for (name, suite, spec) in KERNELS.iter().filter(|k| names.contains(&k.0)) {
+        fetch_kernel(&vm, name, *suite, spec)?;
+    }
+    Ok(())
 }
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {

@@ -27,7 +27,9 @@
 //! Its controls show the race was real (the cache was cold, the 16 overlapped, all started
 //! before the entry existed, several held or waited on the fill lock at once) and that the
 //! same race breaks a cache without a lock (the attack script's `naive` mode: 16 unlocked
-//! "fill, then rename" fillers, run outside as uid 65534).
+//! "fill, then rename" fillers, run outside as uid 65534). Its budgets come from one racer
+//! run alone first, on a cache of its own: the sleepers' wall from that measured time, every
+//! other budget a bound on a hang.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
@@ -1355,15 +1357,40 @@ elif MODE == "balloon":
 
 /// Files `repos/wide.sh` adds under `lib/` (the worker checks each one).
 const WIDE_FILES: usize = 400;
-/// The wall budget of the `sleep` workers and the memory budget of the `balloon` worker.
-/// The sleepers check their base before they sleep, as every racer does, and that check
-/// takes up to ~20 s of wall time when 16 runs share two emulated cores (a TCG guest): a
-/// budget of 2 s ended them before they had said a word (ADR-0060). 40 s leaves room on any
-/// host; the race takes that long, not longer, on a fast one.
-const SLEEP_WALL: u64 = 40;
+/// The least wall budget of the `sleep` workers. They check their base before they sleep, as
+/// every racer does, with 15 other runs on the same CPUs: their budget comes from a measured
+/// run of one racer alone on this host ([`Budgets::measured`]), never from an assumed speed
+/// (ADR-0060: 2 s, then a fixed 40 s, ended them unheard in TCG guests).
+const SLEEP_WALL_MIN: u64 = 40;
 const BALLOON_MEMORY: u64 = 64 << 20;
-/// A race that has not ended by then has a hung run (a deadlock of concurrent fills).
-const RACE_DEADLINE: Duration = Duration::from_secs(90);
+
+/// The race's budgets on this host.
+#[derive(Clone, Copy, Debug)]
+struct Budgets {
+    /// The `sleep` workers' wall budget: the ending they test.
+    sleep_wall: u64,
+    /// Every other racer's wall and CPU budgets, and the sleepers' CPU: bounds on a hang
+    /// only, since those runs end on their own (or on memory).
+    hang: u64,
+}
+
+impl Budgets {
+    /// From one racer's whole `corral run` alone on a cold cache (`alone`): 16 runs sharing
+    /// even one CPU take at most 16 times as long each; the fill and sandbox set-up that
+    /// `alone` also holds are not on a worker's wall clock, which leaves room.
+    fn measured(alone: Duration) -> Self {
+        let sleep_wall = SLEEP_WALL_MIN.max((alone.as_secs() + 1) * 16);
+        Self {
+            sleep_wall,
+            hang: 300.max(sleep_wall * 4),
+        }
+    }
+
+    /// A race that has not ended by then has a hung run (a deadlock of concurrent fills).
+    fn deadline(self) -> Duration {
+        Duration::from_secs(self.hang + 120)
+    }
+}
 
 /// What one racing worker does, and so how its run must end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1401,14 +1428,16 @@ impl Worker {
         }
     }
 
-    fn spec(self, marker: &str, cache_home: &Path) -> RunSpec {
+    fn spec(self, marker: &str, cache_home: &Path, budgets: Budgets) -> RunSpec {
         let mut s = RunSpec::new("TRUST-06.py").args([
             self.mode().to_owned(),
             marker.to_owned(),
             WIDE_FILES.to_string(),
         ]);
+        s.wall_seconds = budgets.hang;
+        s.cpu_seconds = budgets.hang;
         match self {
-            Worker::Sleep => s.wall_seconds = SLEEP_WALL,
+            Worker::Sleep => s.wall_seconds = budgets.sleep_wall,
             Worker::Balloon => s.memory_bytes = BALLOON_MEMORY,
             Worker::Edit | Worker::Fail => {}
         }
@@ -1802,7 +1831,15 @@ fn verify_stored(ctx: &Ctx, store: &Path, stdout: &[u8]) -> Result<(), String> {
 
 /// Everything one racer's run must show: a manifest with its own expected ending, its own
 /// marker only (logs and patch), its own preset, the one base commit, a verified store copy.
-fn judge_racer(ctx: &Ctx, j: &mut Judge, r: &Racer, sha: &str, store: &Path, prefix: &str) {
+fn judge_racer(
+    ctx: &Ctx,
+    j: &mut Judge,
+    r: &Racer,
+    sha: &str,
+    store: &Path,
+    prefix: &str,
+    deadline: Duration,
+) {
     let run = &r.obs;
     let who = format!("{} ({})", r.marker, r.worker.mode());
     let Some(end) = r.end else {
@@ -1810,7 +1847,7 @@ fn judge_racer(ctx: &Ctx, j: &mut Judge, r: &Racer, sha: &str, store: &Path, pre
             true,
             format!(
                 "{who}: corral had not returned {} s after the race began (hung; killed)",
-                RACE_DEADLINE.as_secs()
+                deadline.as_secs()
             ),
         );
         return;
@@ -2026,11 +2063,57 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
              was no base/{sha} before the race"
         ),
     );
+    // The budgets from this host's own speed: one racer alone, on a cache and a store of
+    // its own (so the race's cache stays cold), the way every racer runs.
+    let (budgets, alone) = {
+        let start = Budgets::measured(Duration::ZERO);
+        let marker = format!("CAL-{}", ctx.n);
+        let p = ctx.prepare_on(
+            &Worker::Edit.spec(&marker, &ctx.dir.join("cache-alone"), start),
+            &vars([]),
+            "alone",
+            &repo,
+            &sha,
+            &ctx.dir.join("artifacts-alone"),
+        )?;
+        let t = std::time::Instant::now();
+        let alone = race(ctx, vec![(Worker::Edit, marker, p)], t, start.deadline())?;
+        let ok = alone.first().is_some_and(|r| {
+            r.end.is_some()
+                && r.obs.exit == 0
+                && r.obs.output().contains("BASE ")
+                && r.obs.termination() == "exited"
+        });
+        let took = alone
+            .first()
+            .and_then(|r| r.end.map(|e| e.saturating_sub(r.start)))
+            .unwrap_or_default();
+        j.require(
+            ok,
+            format!(
+                "one racer alone captured its edit ({:.1} s{})",
+                took.as_secs_f64(),
+                alone
+                    .first()
+                    .map(|r| format!(": {}", describe(&r.obs)))
+                    .unwrap_or_default()
+            ),
+        );
+        (Budgets::measured(took), took)
+    };
+    j.note(format!(
+        "one racer alone took {:.1} s: the sleepers' wall budget is {} s, the other budgets \
+         {} s (hang bounds)",
+        alone.as_secs_f64(),
+        budgets.sleep_wall,
+        budgets.hang
+    ));
+    let deadline = budgets.deadline();
     let mut jobs = Vec::new();
     for (i, w) in RACERS.iter().enumerate() {
         let marker = format!("{prefix}{i:02}");
         let p = ctx.prepare_on(
-            &w.spec(&marker, &cache_home),
+            &w.spec(&marker, &cache_home, budgets),
             &vars([]),
             &format!("race{i:02}"),
             &repo,
@@ -2042,19 +2125,19 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = std::time::Instant::now();
     let watcher = watch_cache(cache.clone(), sha.clone(), t0, stop.clone());
-    let raced = race(ctx, jobs, t0, RACE_DEADLINE);
+    let raced = race(ctx, jobs, t0, deadline);
     stop.store(true, Ordering::SeqCst);
     let watch = watcher.join().unwrap_or_default();
     let raced = raced?;
     for r in &raced {
-        judge_racer(ctx, &mut j, r, &sha, &store, &prefix);
+        judge_racer(ctx, &mut j, r, &sha, &store, &prefix, deadline);
     }
     // Controls: the race was real. All 16 overlapped, all started before the entry existed,
     // and several were in the cache's locks for the commit at once while it did not.
     let last_start = raced.iter().map(|r| r.start).max().unwrap_or_default();
     let first_end = raced
         .iter()
-        .map(|r| r.end.unwrap_or(RACE_DEADLINE))
+        .map(|r| r.end.unwrap_or(deadline))
         .min()
         .unwrap_or_default();
     let ms = |d: Duration| d.as_millis();
@@ -2186,7 +2269,7 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
     let (entry_ino, meta_ino) = (ino(&entry), ino(&meta));
     let marker = format!("{prefix}{:02}", RACERS.len());
     let p = ctx.prepare_on(
-        &Worker::Edit.spec(&marker, &cache_home),
+        &Worker::Edit.spec(&marker, &cache_home, budgets),
         &vars([]),
         "reuse",
         &repo,
@@ -2196,12 +2279,12 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
     let stop = Arc::new(AtomicBool::new(false));
     let t1 = std::time::Instant::now();
     let watcher = watch_cache(cache.clone(), sha.clone(), t1, stop.clone());
-    let again = race(ctx, vec![(Worker::Edit, marker, p)], t1, RACE_DEADLINE);
+    let again = race(ctx, vec![(Worker::Edit, marker, p)], t1, deadline);
     stop.store(true, Ordering::SeqCst);
     let rewatch = watcher.join().unwrap_or_default();
     let again = again?;
     for r in &again {
-        judge_racer(ctx, &mut j, r, &sha, &store, &prefix);
+        judge_racer(ctx, &mut j, r, &sha, &store, &prefix, deadline);
     }
     let refilled: Vec<&String> = rewatch
         .staging
