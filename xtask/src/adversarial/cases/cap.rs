@@ -298,11 +298,11 @@ fn host_mark(ctx: &Ctx) -> String {
 }
 
 /// A naive capture outside the sandbox: `script` run by `sh` as uid 65534 in `ws`, with no
-/// system or global git config. Returns stdout+stderr.
+/// system or global git config. Returns stdout+stderr. 300 s is a bound on a hang.
 fn naive(ws: &Path, script: &str) -> String {
     let home = ws.parent().unwrap_or(ws);
     let out = Command::new("timeout")
-        .args(["-s", "KILL", "20"])
+        .args(["-s", "KILL", "300"])
         .args(AS_NOBODY)
         .args(["sh", "-c", script])
         .current_dir(ws)
