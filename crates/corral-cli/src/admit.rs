@@ -115,11 +115,11 @@ pub fn run(args: &AdmitArgs) -> u8 {
     let mut documents = AdmissionReport::empty();
     documents.work_unit = Some(DocumentRef {
         id: inputs.work_unit.id.clone(),
-        digest: digest_of(&inputs.work_unit).to_string(),
+        digest: digest_of(&inputs.work_unit),
     });
     documents.preset = Some(DocumentRef {
         id: inputs.preset.id.clone(),
-        digest: digest_of(&inputs.preset).to_string(),
+        digest: digest_of(&inputs.preset),
     });
     match result {
         Ok(run) => {
@@ -127,7 +127,7 @@ pub fn run(args: &AdmitArgs) -> u8 {
                 let mut out = documents;
                 out.admissible = true;
                 out.policy = Some(run.policy().clone());
-                out.policy_digest = Some(run.policy().digest().to_string());
+                out.policy_digest = Some(run.policy().digest());
                 out.exec = Some(run.exec().clone());
                 out.limits = Some(*run.limits());
                 print_json(&out);

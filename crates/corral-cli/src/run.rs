@@ -400,7 +400,7 @@ pub fn verify(args: &VerifyArgs) -> u8 {
                     .iter()
                     .map(|e| corral_contract::VerifyReportEntry {
                         role: e.role.to_string(),
-                        digest: e.digest.to_string(),
+                        digest: e.digest.clone(),
                         status: e.status.state(),
                         detail: e.detail(),
                     })

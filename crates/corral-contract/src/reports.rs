@@ -5,6 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::canonical::Digest;
 use crate::capabilities::SandboxCapabilities;
 use crate::codes::Rejection;
 use crate::exec::{ExecSpec, Limits};
@@ -39,8 +40,7 @@ pub struct ProbeReportDocument {
 #[serde(deny_unknown_fields)]
 pub struct DocumentRef {
     pub id: String,
-    #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
-    pub digest: String,
+    pub digest: Digest,
 }
 
 /// What `corral admit --json` prints, admitted or not.
@@ -64,7 +64,7 @@ pub struct AdmissionReport {
     /// The SandboxPolicy a run would get (admitted only).
     pub policy: Option<SandboxPolicy>,
     /// The policy's `sha256:` digest (admitted only).
-    pub policy_digest: Option<String>,
+    pub policy_digest: Option<Digest>,
     /// What would be executed (admitted only).
     pub exec: Option<ExecSpec>,
     /// The run's ceilings (admitted only).
@@ -110,8 +110,7 @@ pub struct VerifyReportEntry {
     /// `manifest`, `patch`, `stdout` or `stderr`.
     pub role: String,
     /// The `sha256:` the manifest records.
-    #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
-    pub digest: String,
+    pub digest: Digest,
     pub status: ArtifactState,
     /// The same in words (`mismatch: expected sha256:... got sha256:...`).
     pub detail: String,

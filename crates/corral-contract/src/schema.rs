@@ -96,21 +96,20 @@ pub(crate) fn require_keys(schema: &mut Schema) {
     obj.insert("required".into(), Value::Array(names));
 }
 
-/// schemars transform: every property required and not nullable.
+/// schemars transform: every property required ([`require_keys`]) and not nullable.
 pub(crate) fn require_all(schema: &mut Schema) {
-    let Some(obj) = schema.as_object_mut() else {
+    require_keys(schema);
+    let Some(Value::Object(props)) = schema
+        .as_object_mut()
+        .and_then(|obj| obj.get_mut("properties"))
+    else {
         return;
     };
-    let Some(Value::Object(props)) = obj.get_mut("properties") else {
-        return;
-    };
-    let names: Vec<Value> = props.keys().cloned().map(Value::String).collect();
     for prop in props.values_mut() {
         if let Value::Object(p) = prop {
             strip_null(p);
         }
     }
-    obj.insert("required".into(), Value::Array(names));
 }
 
 fn strip_null(p: &mut Map<String, Value>) {
