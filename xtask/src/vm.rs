@@ -25,6 +25,8 @@
 //! - `session`: a login session scope, `/user.slice/user-0.slice/session-1.scope`, holding
 //!   corral and a sibling "shell" process, controllers delegated to the scope;
 //! - `undelegated`: a service whose parent enables no controllers for it;
+//! - `partial`: a service whose parent enables `memory pids` but not `cpu` for it (as an
+//!   older systemd's `Delegate=` list or an administrator's `DelegateSubgroup` may leave it);
 //! - `systemd-service`, `systemd-session`: the host's own systemd (Debian 12's 252) is the
 //!   guest's init and the command its service's main process: a `Delegate=yes` service, or
 //!   an ordinary one where the command runs beside another process as in a login session's
@@ -74,6 +76,7 @@ const LAYOUTS: &[&str] = &[
     "service",
     "session",
     "undelegated",
+    "partial",
     "systemd-service",
     "systemd-session",
 ];
@@ -146,7 +149,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
             }
             other => bail!(
                 "unknown argument {other:?}; usage: cargo xtask vm [--kernel 6.1,6.12,7.x,5.10|all] \
-                 [--layout root,service,session,undelegated,systemd-service,systemd-session|all] [--tmp tmpfs,ext4|all] \
+                 [--layout root,service,session,undelegated,partial,systemd-service,systemd-session|all] [--tmp tmpfs,ext4|all] \
                  [--timeout S] [--corral BIN] [--tests PKG,...] [--verbose] [-- COMMAND]"
             ),
         }
@@ -689,6 +692,10 @@ case "$LAYOUT" in
   undelegated)
     $B mkdir -p $CG/system.slice/corral.service
     TARGET=$CG/system.slice/corral.service ;;
+  partial)
+    enable $CG; $B mkdir -p $CG/system.slice/corral.service
+    echo "+memory +pids" > $CG/system.slice/cgroup.subtree_control
+    TARGET=$CG/system.slice/corral.service ;;
   systemd-*)
     TARGET=$CG$($B sed -n 's/^0:://p' /proc/self/cgroup)
     if [ "$LAYOUT" = systemd-session ]; then $B sleep 100000 & fi
@@ -945,6 +952,17 @@ fn summarize(out: &str, timed_out: bool) -> String {
         Some(c) if !c.is_empty() => format!("{last} | first cause: {c}"),
         _ => last.to_owned(),
     }
+}
+
+/// Downloads and unpacks the named kernels (`6.1`, `6.12`, `7.x`) before guests that run at
+/// the same time would each fetch them.
+pub fn fetch(root: &Path, names: &[&str]) -> Result<()> {
+    let vm = root.join("target/vm");
+    std::fs::create_dir_all(&vm)?;
+    for (name, suite, spec) in KERNELS.iter().filter(|k| names.contains(&k.0)) {
+        fetch_kernel(&vm, name, *suite, spec)?;
+    }
+    Ok(())
 }
 
 pub fn run(root: &Path, args: &[String]) -> Result<()> {

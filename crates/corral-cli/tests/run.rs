@@ -561,10 +561,12 @@ fn spawn_run(f: &Fixture, script: &str) -> std::process::Child {
         .unwrap()
 }
 
-/// Whether a process whose command line contains `pattern` exists.
-fn running(pattern: &str) -> bool {
+/// Whether a process whose whole command line is `cmdline` exists. Whole, not a part: a
+/// login session's shell beside the test (`sleep 100000` in the guests' `systemd-session`
+/// layout) contains `sleep 1000`, and was taken for the sandbox's sleepers.
+fn running(cmdline: &str) -> bool {
     let out = Command::new("pgrep")
-        .args(["-f", pattern])
+        .args(["-x", "-f", cmdline])
         .output()
         .unwrap();
     !String::from_utf8_lossy(&out.stdout).trim().is_empty()

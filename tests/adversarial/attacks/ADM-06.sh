@@ -4,6 +4,8 @@
 # Guarantee: a run lacking any sandbox capability never starts (exit 3, not_started)
 # argv: N [args...]; prints ESC-<N> for anything that got through.
 N="$1"; shift
+# `--trivial`: exit at once, so the harness can time corral's own start-up and collection.
+if [ "${1:-}" = --trivial ]; then echo trivial; exit 0; fi
 WS="$(pwd)"
 # Reports a breach: the harness counts every ESC-<N> line in the stored output.
 esc() { echo "ESC-$N $*"; }

@@ -4,6 +4,8 @@
 # Guarantee: timeout kills everything
 # argv: N [args...]; prints ESC-<N> for anything that got through.
 N="$1"; shift
+# `--trivial`: exit at once, so the harness can time corral's own start-up and collection.
+if [ "${1:-}" = --trivial ]; then echo trivial; exit 0; fi
 WS="$(pwd)"
 # Reports a breach: the harness counts every ESC-<N> line in the stored output.
 esc() { echo "ESC-$N $*"; }
@@ -12,8 +14,6 @@ esc() { echo "ESC-$N $*"; }
 # Ignores TERM/INT/HUP, storms forks, leaves zombies and a stopped task, and spins.
 # The stopped task first, and stopped before the storms begin: the host's watcher has the
 # whole wall budget to see it, however slowly the host starts the rest (a TCG guest).
-# `noop` is the trivial run that measures corral's own start-up and collection here.
-if [ "$1" = noop ]; then echo noop; exit 0; fi
 trap '' TERM INT HUP
 sh -c 'kill -STOP $$' "stopped-$N" &
 while ! grep -q '^State:.T' /proc/$!/status 2>/dev/null; do :; done

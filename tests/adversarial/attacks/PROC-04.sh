@@ -4,13 +4,14 @@
 # Guarantee: cancellation kills everything; nothing outlives the supervisor
 # argv: N [args...]; prints ESC-<N> for anything that got through.
 N="$1"; shift
+# `--trivial`: exit at once, so the harness can time corral's own start-up and collection.
+if [ "${1:-}" = --trivial ]; then echo trivial; exit 0; fi
 WS="$(pwd)"
 # Reports a breach: the harness counts every ESC-<N> line in the stored output.
 esc() { echo "ESC-$N $*"; }
 
 # --- attack ---
-# Two long sleepers and a wait; `noop` is the trivial run that lets corral collect.
-if [ "$1" = noop ]; then echo noop; exit 0; fi
+# Two long sleepers and a wait.
 bash -c "exec -a sleep1000-a-$N sleep 1000" &
 bash -c "exec -a sleep1000-b-$N sleep 1000" &
 echo waiting

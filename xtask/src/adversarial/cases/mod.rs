@@ -11,7 +11,11 @@
 use std::collections::BTreeMap;
 
 use super::case::{Case, Judge};
-use super::harness::{CtlObs, Ctx, RunObs};
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::harness::{CtlObs, Ctx, RunObs, RunSpec};
 
 mod adm;
 mod cap;
@@ -48,6 +52,33 @@ pub fn extra_fixtures() -> Vec<(String, String, bool)> {
     v.extend(net::extra_fixtures());
     v.extend(trust::extra_fixtures());
     v
+}
+
+/// corral's own start-up and collection on this host, now, and the grace a bound on "corral
+/// returned promptly" adds to the worker's own time.
+pub struct Trivial {
+    pub run: RunObs,
+    /// Twice the trivial run's whole time plus a second, at least 4 s.
+    pub grace: Duration,
+}
+
+/// Runs `spec` in the preludes' `--trivial` mode (the script exits at once; no signal, no
+/// ready condition) and requires that it ran. Every bound on how soon corral returns takes
+/// its grace from this, never from an assumed host speed: in a TCG guest beside a busy host
+/// corral takes seconds to set a sandbox up, and fixed bounds made OUT-03 and PROC-03 fail
+/// there (ADR-0060).
+pub fn trivial_run(ctx: &mut Ctx, spec: &RunSpec, j: &mut Judge) -> Result<Trivial> {
+    let mut t = spec.clone().args(["--trivial"]);
+    t.cancel_after = None;
+    t.kill_after = None;
+    t.ready = None;
+    let run = ctx.run(&t, &vars([]))?;
+    j.require(
+        run.termination() == "exited" && run.exit_code() == Some(0) && run.out() == "trivial\n",
+        format!("the trivial run ran ({})", describe(&run)),
+    );
+    let grace = Duration::from_secs(4).max(run.elapsed * 2 + Duration::from_secs(1));
+    Ok(Trivial { run, grace })
 }
 
 /// Placeholder values for `ctx.run` / `ctx.control`.

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 
 use super::proc::{Watcher, kill_matching, matching};
 use super::sig::{pty_control, pty_corral};
-use super::{describe, started, vars};
+use super::{describe, started, trivial_run, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{Control, Ctx, RunObs, RunSpec, sh, truncate};
 
@@ -215,9 +215,11 @@ fn out_02(ctx: &mut Ctx) -> Result<Verdict> {
             started(&run),
             format!("{mode}: the worker ran ({})", describe(&run)),
         );
+        // A deadlock holds the worker until its wall budget ends it; how long an 8 MiB
+        // write takes is the host's speed, not the guarantee.
         let wall_ms = run.manifest["execution"]["wall_ms"].as_u64().unwrap_or(0);
         j.breach(
-            run.termination() != "exited" || wall_ms >= 2000,
+            run.termination() != "exited",
             format!(
                 "{mode}: the run took {wall_ms} ms and ended {:?} (a pipe deadlock)",
                 run.termination()
@@ -318,6 +320,7 @@ fn out_03(ctx: &mut Ctx) -> Result<Verdict> {
         });
     }
     let mut j = Judge::new();
+    let trivial = trivial_run(ctx, &RunSpec::new("OUT-03.sh"), &mut j)?;
     // (a)
     let mut spec = RunSpec::new("OUT-03.sh").args(["a"]);
     spec.wall_seconds = 30;
@@ -336,11 +339,15 @@ fn out_03(ctx: &mut Ctx) -> Result<Verdict> {
             describe(&run)
         ),
     );
+    // The main process exits after 0.5 s; waiting for the straggler's EOF would last the
+    // wall budget. Not a fixed 5 s: a TCG guest beside busy CI took 5.1 s (ADR-0060).
+    let bound = Duration::from_millis(500) + trivial.grace;
     j.breach(
-        run.elapsed > Duration::from_secs(5),
+        run.elapsed > bound,
         format!(
-            "(a) corral waited {:.1} s (the main process exits at once)",
-            run.elapsed.as_secs_f64()
+            "(a) corral waited {:.1} s (the main process exits after 0.5 s; bound {:.1} s)",
+            run.elapsed.as_secs_f64(),
+            bound.as_secs_f64()
         ),
     );
     j.breach(
@@ -391,10 +398,15 @@ fn out_03(ctx: &mut Ctx) -> Result<Verdict> {
         run.exit_code() != Some(7) || run.termination() != "exited",
         format!("(b) exit 7 not reported: {}", describe(&run)),
     );
+    // At least the 3 s sleep (a status taken at EOF would come at once); at most that and
+    // the grace this host needs.
     let wall_ms = run.manifest["execution"]["wall_ms"].as_u64().unwrap_or(0);
+    let most = 3000 + u64::try_from(trivial.grace.as_millis()).unwrap_or(u64::MAX);
     j.breach(
-        !(2800..=8000).contains(&wall_ms),
-        format!("(b) wall {wall_ms} ms, expected about 3 s (status from wait, not from EOF)"),
+        !(2800..=most).contains(&wall_ms),
+        format!(
+            "(b) wall {wall_ms} ms, expected 2800..={most} ms (status from wait, not from EOF)"
+        ),
     );
     j.note(format!("(b) {}", describe(&run)));
     // (b) control: outside, EOF comes at once, the exit status 3 s later.
@@ -405,10 +417,10 @@ fn out_03(ctx: &mut Ctx) -> Result<Verdict> {
     let exited = t0.elapsed();
     let (_, eof_at) = out_t.join().unwrap_or_default();
     drop(child.stderr.take());
+    // EOF well before the exit status (the sleep between them is 3 s), however slowly the
+    // shell started.
     j.control(
-        eof_at < Duration::from_secs(1)
-            && exited >= Duration::from_millis(2800)
-            && status.code() == Some(7),
+        exited.saturating_sub(eof_at) >= Duration::from_millis(2500) && status.code() == Some(7),
         format!(
             "(b) outside, EOF came at {:.2} s and exit {:?} at {:.2} s",
             eof_at.as_secs_f64(),
@@ -655,15 +667,17 @@ fn out_06(ctx: &mut Ctx) -> Result<Verdict> {
         .lines()
         .find_map(|l| l.strip_prefix("elapsed_ms="))
         .and_then(|v| v.trim().parse().ok());
+    // A held stdin makes `cat` wait for the wall budget, or `read -t 5` time out at 5 s:
+    // below 4.5 s means EOF came, however slowly the host starts three processes.
     j.breach(
-        ms.is_none_or(|m| m >= 2000),
+        ms.is_none_or(|m| m >= 4500),
         format!("stdin did not reach EOF at once (elapsed {ms:?} ms)"),
     );
     let wall = r.manifest["execution"]["wall_ms"]
         .as_u64()
         .unwrap_or(u64::MAX);
     j.breach(
-        wall >= 5000 || r.termination() != "exited",
+        r.termination() != "exited",
         format!("the run took {wall} ms, ended {:?}", r.termination()),
     );
     let objective = format!("cat-read:adversarial case {}", ctx.id);
