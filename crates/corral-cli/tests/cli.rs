@@ -549,6 +549,26 @@ fn an_ordinary_user_is_told_once_what_is_missing() {
     assert!(missing[0].contains("all nine capabilities"), "{text}");
     assert!(missing[0].contains("effective uid 65534"), "{text}");
     assert!(missing[0].contains("run corral as root"), "{text}");
+    // What the host lacks for rootless mode, apart from the mode itself (ADR-0080): no host
+    // of ours delegates a cgroup to uid 65534. This one mounts cgroup v1 controllers; in a
+    // pure v2 guest corral's cgroup belongs to root.
+    assert!(
+        missing[0].contains("rootless mode is not built yet"),
+        "{text}"
+    );
+    let v1 = std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap()
+        .lines()
+        .any(|l| !l.starts_with("0::") && !l.contains(":name="));
+    let lacks = if v1 {
+        "this host mounts cgroup v1 controllers"
+    } else {
+        "belongs to uid 0, not to uid 65534 (not delegated)"
+    };
+    assert!(
+        missing[0].contains("this host would also need:") && missing[0].contains(lacks),
+        "{lacks}: {text}"
+    );
     // Nothing describes enforcement that never ran.
     for claim in ["own PID namespace", "Landlock ABI", "charged to the run"] {
         assert!(!text.contains(claim), "{claim}: {text}");

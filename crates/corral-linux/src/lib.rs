@@ -33,6 +33,7 @@ mod child;
 pub mod egress;
 pub mod landlock;
 pub mod probe;
+pub mod rootless;
 pub mod seccomp;
 mod supervise;
 mod sys;

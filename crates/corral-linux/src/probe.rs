@@ -725,9 +725,12 @@ pub fn probe(config: &LinuxConfig) -> ProbeReport {
     let euid = unsafe { libc::geteuid() };
     if euid != 0 {
         let mut o = Observations::none(&format!("{NOT_PROBED} (needs root)"));
+        // What rootless mode would need here, so the user learns what their host lacks
+        // apart from what corral lacks (ADR-0080).
+        let host = crate::rootless::summary(&crate::rootless::preflight());
         o.root = Observation::missing(format!(
             "effective uid {euid}, not 0: corral's Linux sandbox runs as root (rootless mode is \
-             not built yet); run corral as root, for example with sudo"
+             not built yet; {host}); run corral as root, for example with sudo"
         ));
         return ProbeReport::from_observations(o, None);
     }

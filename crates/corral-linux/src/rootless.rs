@@ -1,0 +1,459 @@
+//! What rootless mode would need of this host, read without privilege (ADR-0080).
+//!
+//! Rootless mode (issue 13) is not built yet: corral as an ordinary user refuses every run.
+//! Its refusal should still tell the user what their host lacks for it, kept apart from the
+//! mode's absence ("this host cannot" is not "corral does not yet"), as rust-landlock keeps
+//! "not enforced here" apart from "the request is wrong". Each check is one line a user can
+//! act on: the sysctl and its value, the controllers and where, the file and the user.
+//!
+//! The file checks take the host's root as a parameter (a fake tree in tests); the user
+//! namespace check is a real attempt in a throwaway child.
+
+use std::fs;
+use std::path::Path;
+
+/// One thing rootless mode needs, and whether this host has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Need {
+    pub ok: bool,
+    /// One line: what was seen, and when missing, how to fix it.
+    pub what: String,
+}
+
+impl Need {
+    fn ok(what: impl Into<String>) -> Self {
+        Self {
+            ok: true,
+            what: what.into(),
+        }
+    }
+    fn missing(what: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            what: what.into(),
+        }
+    }
+}
+
+/// The controllers a run's group needs (as in root mode).
+const CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
+
+/// Reads a file under `root`, trimmed; `None` when it is absent or unreadable.
+fn read(root: &Path, rel: &str) -> Option<String> {
+    fs::read_to_string(root.join(rel))
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+/// The sysctls that decide whether an ordinary user may make a user namespace and use it.
+#[must_use]
+pub fn userns_sysctls(root: &Path) -> Vec<Need> {
+    let mut v = Vec::new();
+    match read(root, "proc/sys/user/max_user_namespaces").as_deref() {
+        Some("0") => v.push(Need::missing(
+            "user namespaces are disabled (user.max_user_namespaces = 0): set it above 0",
+        )),
+        Some(n) => v.push(Need::ok(format!("user.max_user_namespaces = {n}"))),
+        None => v.push(Need::missing(
+            "the kernel has no user namespaces (no /proc/sys/user/max_user_namespaces)",
+        )),
+    }
+    // Debian's patch before 11: off by default on older kernels.
+    if read(root, "proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        v.push(Need::missing(
+            "unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone = 0): \
+             set it to 1",
+        ));
+    }
+    // Ubuntu 23.10+: creating one is allowed, but it holds no capabilities unless an
+    // AppArmor profile allows them for the binary (bubblewrap ships bwrap-userns-restrict).
+    if read(
+        root,
+        "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+    )
+    .as_deref()
+        == Some("1")
+    {
+        v.push(Need::missing(
+            "AppArmor restricts unprivileged user namespaces \
+             (kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu 23.10 and later): an \
+             AppArmor profile for corral that allows `userns` is needed, or set the sysctl to 0",
+        ));
+    }
+    v
+}
+
+/// Overlay inside a user namespace: Linux 5.11.
+#[must_use]
+pub fn kernel_release(release: &str) -> Need {
+    let mut parts = release.split(['.', '-']).map(|p| p.parse::<u32>().ok());
+    let (major, minor) = (parts.next().flatten(), parts.next().flatten());
+    match (major, minor) {
+        (Some(a), Some(b)) if (a, b) >= (5, 11) => Need::ok(format!("Linux {release}")),
+        (Some(_), Some(_)) => Need::missing(format!(
+            "overlay in a user namespace needs Linux >= 5.11; this kernel is {release}"
+        )),
+        _ => Need::missing(format!("unreadable kernel release {release:?}")),
+    }
+}
+
+/// cgroup v2 delegated to `uid`: corral's own cgroup (from `/proc/self/cgroup`) on a pure v2
+/// hierarchy, owned by the user, with the controllers available. rlimits are no substitute.
+#[must_use]
+pub fn cgroup_delegation(root: &Path, self_cgroup: &str, uid: u32) -> Need {
+    use std::os::unix::fs::MetadataExt as _;
+    let lines: Vec<&str> = self_cgroup.lines().filter(|l| !l.is_empty()).collect();
+    let v1: Vec<&str> = lines
+        .iter()
+        .filter(|l| !l.starts_with("0::"))
+        .filter_map(|l| l.split(':').nth(1))
+        .filter(|c| !c.is_empty() && !c.starts_with("name="))
+        .collect();
+    if !v1.is_empty() {
+        return Need::missing(format!(
+            "cgroup v2 with {} delegated to uid {uid}: this host mounts cgroup v1 controllers \
+             ({}); rootless mode needs a pure cgroup v2 host (systemd.unified_cgroup_hierarchy=1)",
+            CONTROLLERS.join(", "),
+            v1.join(", ")
+        ));
+    }
+    let Some(path) = lines.iter().find_map(|l| l.strip_prefix("0::")) else {
+        return Need::missing("no cgroup v2 line in /proc/self/cgroup");
+    };
+    let dir = root
+        .join("sys/fs/cgroup")
+        .join(path.trim_start_matches('/'));
+    let owner = fs::metadata(&dir).map(|m| m.uid());
+    let have = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+    let missing: Vec<&str> = CONTROLLERS
+        .iter()
+        .copied()
+        .filter(|c| !have.split_whitespace().any(|h| h == *c))
+        .collect();
+    let fix = "run corral under systemd's user manager, for example \
+               `systemd-run --user --scope -p Delegate=yes corral ...`";
+    match owner {
+        Ok(o) if o != uid => Need::missing(format!(
+            "corral's cgroup {path} belongs to uid {o}, not to uid {uid} (not delegated): {fix}"
+        )),
+        Err(e) => Need::missing(format!("corral's cgroup {path}: {e}")),
+        Ok(_) if !missing.is_empty() => Need::missing(format!(
+            "controller(s) {} not delegated to corral's cgroup {path}: {fix}",
+            missing.join(", ")
+        )),
+        Ok(_) => Need::ok(format!(
+            "cgroup v2 {path} delegated to uid {uid} with {}",
+            CONTROLLERS.join(", ")
+        )),
+    }
+}
+
+/// A subordinate id range (`/etc/subuid`, `/etc/subgid`) for the user and `newuidmap`: then
+/// the worker gets ids of its own, distinct from the user's. Not required: without them the
+/// worker is the user's own uid inside the namespace (ADR-0080).
+#[must_use]
+pub fn subordinate_ids(root: &Path, uid: u32, user: Option<&str>) -> Need {
+    let range = |file: &str| -> Option<(u64, u64)> {
+        read(root, file)?.lines().find_map(|l| {
+            let mut f = l.split(':');
+            let who = f.next()?;
+            if who != uid.to_string() && Some(who) != user {
+                return None;
+            }
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+        })
+    };
+    let tools = ["usr/bin/newuidmap", "usr/bin/newgidmap"]
+        .iter()
+        .all(|t| root.join(t).exists());
+    match (range("etc/subuid"), range("etc/subgid")) {
+        (Some((u, n)), Some(_)) if tools => Need::ok(format!(
+            "subordinate ids {u}..{} for uid {uid} (the worker gets ids of its own)",
+            u + n
+        )),
+        (Some(_), Some(_)) => Need::missing(
+            "newuidmap/newgidmap are not installed (Debian: the uidmap package): the worker would \
+             run as your own uid",
+        ),
+        _ => Need::missing(format!(
+            "no /etc/subuid and /etc/subgid range for uid {uid}: the worker would run as your own \
+             uid (add one with `usermod --add-subuids`/`--add-subgids`)"
+        )),
+    }
+}
+
+/// A real attempt: a throwaway child in a new user and mount namespace maps the caller's uid
+/// and gid to 0 and mounts a tmpfs, which is what rootless mode does first. Refused where
+/// user namespaces are off, or where (Ubuntu's AppArmor restriction) the namespace holds no
+/// capabilities.
+#[must_use]
+pub fn userns_attempt() -> Need {
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // Everything the child needs is built before the clone: it may not allocate.
+    let uid_map = format!("0 {uid} 1");
+    let gid_map = format!("0 {gid} 1");
+    let paths = [
+        c"/proc/self/setgroups",
+        c"/proc/self/uid_map",
+        c"/proc/self/gid_map",
+    ];
+    let data: [&[u8]; 3] = [b"deny", uid_map.as_bytes(), gid_map.as_bytes()];
+    // SAFETY: fork-like clone into new user and mount namespaces; the child makes only raw
+    // system calls on data built before the clone and exits with a code naming the step that
+    // failed.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::SIGCHLD) as libc::c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        return Need::missing(format!("the kernel refused a new user namespace: {e}"));
+    }
+    if pid == 0 {
+        // SAFETY: raw system calls in the child on memory of this copy of the address space.
+        unsafe {
+            for (i, (p, d)) in paths.iter().zip(data).enumerate() {
+                let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 || libc::write(fd, d.as_ptr().cast(), d.len()) != d.len() as isize {
+                    libc::_exit(10 + i as i32);
+                }
+                libc::close(fd);
+            }
+            if libc::mount(
+                c"none".as_ptr(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                libc::_exit(13);
+            }
+            if libc::mount(
+                c"corral-probe".as_ptr(),
+                c"/tmp".as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                c"size=64k".as_ptr().cast(),
+            ) != 0
+            {
+                libc::_exit(14);
+            }
+            libc::_exit(0);
+        }
+    }
+    let pid = libc::pid_t::try_from(pid).unwrap_or(-1);
+    match crate::sys::waitpid(pid) {
+        Ok(st) if !libc::WIFEXITED(st) => Need::missing(format!(
+            "the user namespace child ended by signal (status {st})"
+        )),
+        Ok(st) if libc::WEXITSTATUS(st) == 0 => {
+            Need::ok("a user namespace where corral is root and may mount a tmpfs")
+        }
+        Ok(st) => {
+            let code = libc::WEXITSTATUS(st);
+            let step = match code {
+                10 => "writing /proc/self/setgroups",
+                11 => "mapping the uid (/proc/self/uid_map)",
+                12 => "mapping the gid (/proc/self/gid_map)",
+                13 => "making its mounts private",
+                14 => "mounting a tmpfs",
+                _ => "an unknown step",
+            };
+            Need::missing(format!(
+                "a new user namespace was made, but {step} failed inside it (exit {code}): the \
+                 namespace holds no capabilities here"
+            ))
+        }
+        Err(e) => Need::missing(format!("waiting for the user namespace child: {e}")),
+    }
+}
+
+/// Every check, for the user running corral now.
+#[must_use]
+pub fn preflight() -> Vec<Need> {
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    let root = Path::new("/");
+    let user = std::env::var("USER").ok();
+    let release = read(root, "proc/sys/kernel/osrelease").unwrap_or_default();
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut v = userns_sysctls(root);
+    v.push(userns_attempt());
+    v.push(kernel_release(&release));
+    v.push(cgroup_delegation(root, &own, uid));
+    v.push(subordinate_ids(root, uid, user.as_deref()));
+    v
+}
+
+/// One clause for the refusal: what is missing (the optional subordinate ids only as a
+/// note), or that the host has the rest.
+#[must_use]
+pub fn summary(needs: &[Need]) -> String {
+    let missing: Vec<&str> = needs
+        .iter()
+        .filter(|n| !n.ok && !n.what.contains("would run as your own uid"))
+        .map(|n| n.what.as_str())
+        .collect();
+    if missing.is_empty() {
+        "this host has what it would need (user namespaces with mounts, delegated cgroup v2)"
+            .to_owned()
+    } else {
+        format!("this host would also need: {}", missing.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(files: &[(&str, &str)]) -> std::path::PathBuf {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let root = std::env::temp_dir().join(format!("corral-rootless-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        for (p, c) in files {
+            let f = root.join(p);
+            fs::create_dir_all(f.parent().unwrap()).unwrap();
+            fs::write(f, c).unwrap();
+        }
+        fs::create_dir_all(&root).unwrap();
+        root
+    }
+
+    #[test]
+    fn ubuntus_apparmor_restriction_is_named_with_the_sysctl() {
+        let r = tree(&[
+            ("proc/sys/user/max_user_namespaces", "63000\n"),
+            (
+                "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1\n",
+            ),
+        ]);
+        let v = userns_sysctls(&r);
+        let bad: Vec<_> = v.iter().filter(|n| !n.ok).collect();
+        assert_eq!(bad.len(), 1, "{v:?}");
+        assert!(
+            bad[0]
+                .what
+                .contains("kernel.apparmor_restrict_unprivileged_userns = 1")
+        );
+        // Control: the same host with the restriction off has nothing missing.
+        let r = tree(&[
+            ("proc/sys/user/max_user_namespaces", "63000\n"),
+            (
+                "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "0\n",
+            ),
+        ]);
+        assert!(userns_sysctls(&r).iter().all(|n| n.ok));
+    }
+
+    #[test]
+    fn disabled_user_namespaces_are_named() {
+        let r = tree(&[
+            ("proc/sys/user/max_user_namespaces", "0\n"),
+            ("proc/sys/kernel/unprivileged_userns_clone", "0\n"),
+        ]);
+        let v = userns_sysctls(&r);
+        assert!(v[0].what.contains("user.max_user_namespaces = 0") && !v[0].ok);
+        assert!(v[1].what.contains("kernel.unprivileged_userns_clone = 0") && !v[1].ok);
+        assert!(!userns_sysctls(&tree(&[]))[0].ok);
+    }
+
+    #[test]
+    fn overlay_in_a_user_namespace_needs_5_11() {
+        assert!(!kernel_release("5.10.0-32-amd64").ok);
+        assert!(kernel_release("5.10.0-32-amd64").what.contains(">= 5.11"));
+        assert!(kernel_release("5.11.0").ok);
+        assert!(kernel_release("6.1.0-57-amd64").ok);
+        assert!(!kernel_release("garbage").ok);
+    }
+
+    #[test]
+    fn cgroup_v1_controllers_are_named() {
+        let r = tree(&[]);
+        let own = "12:pids:/user.slice\n4:memory:/user.slice\n1:name=systemd:/user.slice\n0::/user.slice\n";
+        let n = cgroup_delegation(&r, own, 1000);
+        assert!(!n.ok);
+        assert!(
+            n.what.contains("cgroup v1 controllers (pids, memory)"),
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn cgroup_v2_delegation_needs_ownership_and_the_controllers() {
+        use std::os::unix::fs::MetadataExt as _;
+        let path = "user.slice/user-1000.slice/user@1000.service/app.slice/x.scope";
+        let r = tree(&[(
+            &format!("sys/fs/cgroup/{path}/cgroup.controllers"),
+            "cpu memory pids\n",
+        )]);
+        let owner = fs::metadata(r.join("sys/fs/cgroup").join(path))
+            .unwrap()
+            .uid();
+        let own = format!("0::/{path}\n");
+        assert!(cgroup_delegation(&r, &own, owner).ok);
+        // Someone else's group: not delegated.
+        let n = cgroup_delegation(&r, &own, owner + 1);
+        assert!(!n.ok && n.what.contains("not delegated"), "{n:?}");
+        assert!(
+            n.what
+                .contains("systemd-run --user --scope -p Delegate=yes")
+        );
+        // A controller missing is named.
+        fs::write(
+            r.join("sys/fs/cgroup")
+                .join(path)
+                .join("cgroup.controllers"),
+            "memory pids\n",
+        )
+        .unwrap();
+        let n = cgroup_delegation(&r, &own, owner);
+        assert!(
+            !n.ok && n.what.contains("controller(s) cpu not delegated"),
+            "{n:?}"
+        );
+    }
+
+    #[test]
+    fn subordinate_ids_by_name_or_uid_with_the_tools() {
+        let r = tree(&[
+            ("etc/subuid", "alice:100000:65536\n"),
+            ("etc/subgid", "1000:100000:65536\n"),
+            ("usr/bin/newuidmap", ""),
+            ("usr/bin/newgidmap", ""),
+        ]);
+        let n = subordinate_ids(&r, 1000, Some("alice"));
+        assert!(n.ok && n.what.contains("100000..165536"), "{n:?}");
+        assert!(!subordinate_ids(&r, 1001, Some("bob")).ok);
+        let r = tree(&[
+            ("etc/subuid", "alice:100000:65536\n"),
+            ("etc/subgid", "alice:100000:65536\n"),
+        ]);
+        assert!(
+            subordinate_ids(&r, 1000, Some("alice"))
+                .what
+                .contains("uidmap package")
+        );
+    }
+
+    #[test]
+    fn the_summary_lists_what_is_missing_and_not_the_optional_ids() {
+        let needs = [
+            Need::ok("a"),
+            Need::missing("cgroup missing"),
+            Need::missing("no /etc/subuid ... the worker would run as your own uid"),
+        ];
+        assert_eq!(summary(&needs), "this host would also need: cgroup missing");
+        assert!(summary(&needs[..1]).starts_with("this host has what it would need"));
+    }
+}
