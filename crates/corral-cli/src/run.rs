@@ -520,6 +520,7 @@ pub fn probe(args: &ProbeArgs) -> u8 {
         });
     } else {
         out!("backend: {}", executor.backend());
+        out!("mode: {}", corral_linux::rootless::mode());
         let all = corral_contract::Capability::ALL;
         let first = caps.get(all[0]);
         if all

@@ -556,6 +556,11 @@ fn an_ordinary_user_is_told_once_what_is_missing() {
         missing[0].contains("rootless mode is not built yet"),
         "{text}"
     );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("mode: none: corral runs as uid 65534")),
+        "{text}"
+    );
     let v1 = std::fs::read_to_string("/proc/self/cgroup")
         .unwrap()
         .lines()
@@ -583,6 +588,11 @@ fn an_ordinary_user_is_told_once_what_is_missing() {
     // Control: as root, nine lines, each with what enforces it.
     let text = String::from_utf8_lossy(&root.stdout).into_owned();
     assert_eq!(root.status.code(), Some(0), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "mode: root (corral runs as uid 0)"),
+        "{text}"
+    );
     assert_eq!(
         text.lines().filter(|l| l.starts_with("enforced")).count(),
         9,

@@ -276,6 +276,22 @@ pub fn userns_attempt() -> Need {
     }
 }
 
+/// The mode corral uses as the user running it now, and why: `corral probe`'s first words
+/// after the backend. Root mode only for euid 0; never a fallback (ADR-0080).
+#[must_use]
+pub fn mode() -> String {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid == 0 {
+        "root (corral runs as uid 0)".to_owned()
+    } else {
+        format!(
+            "none: corral runs as uid {euid}, and rootless mode (for users other than root) is \
+             not built yet (ADR-0080)"
+        )
+    }
+}
+
 /// Every check, for the user running corral now.
 #[must_use]
 pub fn preflight() -> Vec<Need> {
