@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::{describe, esc_breaches, started, vars};
+use super::{describe, esc_breaches, started, trivial_run, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{AS_NOBODY, Control, Ctx, RunObs, RunSpec, walk};
 
@@ -821,10 +821,11 @@ fn res_cpu_01(ctx: &mut Ctx) -> Result<Verdict> {
     spec.cpu_seconds = 2;
     spec.max_processes = 100;
     let v = vars([]);
+    let mut j = Judge::new();
+    let trivial = trivial_run(ctx, &spec, &mut j)?;
     let mon = Monitor::start(Probes::default());
     let run = ctx.run(&spec, &v)?;
     let s = mon.stop();
-    let mut j = Judge::new();
     j.require(
         started(&run),
         format!("the worker ran ({})", describe(&run)),
@@ -847,12 +848,23 @@ fn res_cpu_01(ctx: &mut Ctx) -> Result<Verdict> {
     );
     // corral polls the group's usage every 20 ms; over budget it SIGKILLs every task of the
     // group and lifts the CPU limit so the throttled tasks die at once (before that fix the
-    // group kept spinning 155-300 ms past the budget). Allow the poll interval plus margin.
-    let budget_bound = (spec.cpu_seconds * 1000) as f64 + 100.0;
+    // group kept spinning 155-300 ms past the budget). Between the crossing and the kill the
+    // group may use its quota (`cores`) for a poll interval plus however long the host does
+    // not schedule the supervisor (the monitor's worst 10 ms sleep-loop gap beyond its
+    // 10 ms), and the 64 loops burn CPU until the kernel has delivered every kill, which
+    // takes as long as this host is slow: a tenth of a trivial run's whole time. A fixed
+    // 100 ms assumed a fast host; a 6.1 TCG guest beside busy CI ran 103-120 ms past the
+    // budget (ADR-0060). On this host all three stay under 100 ms.
+    let latency_ms = (s.gap_max.as_secs_f64() * 1000.0 - 10.0).max(0.0);
+    let over_ms = 100f64
+        .max(cores * (20.0 + 2.0 * latency_ms) + 50.0)
+        .max(trivial.run.elapsed.as_secs_f64() * 100.0);
+    let budget_bound = (spec.cpu_seconds * 1000) as f64 + over_ms;
     j.breach(
         cpu as f64 > budget_bound,
         format!(
-            "cpu_ms {cpu} > cpu_seconds {} s + 100 ms: the group ran past its CPU budget",
+            "cpu_ms {cpu} > cpu_seconds {} s + {over_ms:.0} ms (host latency {latency_ms:.0} ms): \
+             the group ran past its CPU budget",
             spec.cpu_seconds
         ),
     );
@@ -882,8 +894,9 @@ fn res_cpu_01(ctx: &mut Ctx) -> Result<Verdict> {
     );
     j.note(format!(
         "run 1 (cpu_seconds 2): termination {term}, cpu_ms {cpu}, wall_ms {wall}; \
-         host 10 ms loop worst gap {:?}",
-        s.gap_max
+         host 10 ms loop worst gap {:?}, so {over_ms:.0} ms allowed past the budget (trivial run {:.1} s)",
+        s.gap_max,
+        trivial.run.elapsed.as_secs_f64()
     ));
     // Control 1: the attack's demand. The same attack with a large cpu_seconds and a short
     // wall budget consumes more CPU than run 1's bound, which the manifest shows (so a
