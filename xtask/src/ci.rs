@@ -194,36 +194,21 @@ pub fn run(root: &Path) -> Result<()> {
     // The integration tests that start real sandboxes (corral-cli's, corral-checkout's and
     // corral-linux's test binaries, built on the host) inside guests: in the root cgroup (a
     // container's), in a Delegate=yes service under systemd, and beside a login session's
-    // shell under systemd. Not the busybox `service`
-    // layout: there the test binary is the service's process and every corral it starts
-    // shares its cgroup without a systemd to ask, which corral refuses by design.
+    // shell under systemd. Not the busybox `service` layout: there the test binary is the
+    // service's process and every corral it starts shares its cgroup without a systemd to
+    // ask, which corral refuses by design.
     let tests = "corral-cli,corral-checkout,corral-linux";
+    // Beside the session's shell the test binary shares its cgroup with a `sleep 100000` and
+    // every corral it starts asks systemd for a scope; that layout found a test that took the
+    // shell's `sleep 100000` for the sandbox's `sleep 1000`. Each guest costs 7-10 min.
     guests(
-        "integration tests on kernels 6.12 and 7.x, root cgroup and Delegate=yes service under systemd",
+        "integration tests on kernels 6.12 and 7.x: root cgroup, Delegate=yes service and \
+         beside a login session's shell under systemd",
         &[
             "--kernel",
             "6.12,7.x",
             "--layout",
-            "root,systemd-service",
-            "--tmp",
-            "ext4",
-            "--timeout",
-            "1800",
-            "--tests",
-            tests,
-        ],
-    )?;
-    // And beside a login session's shell under systemd (the test binary shares the session's
-    // cgroup with a `sleep 100000`; every corral it starts asks systemd for a scope). It
-    // found a test that took the shell's `sleep 100000` for the sandbox's `sleep 1000`.
-    // Each such guest costs 8-10 min; CI measured 60 min in all before the 7.x one was added.
-    guests(
-        "integration tests on kernels 6.12 and 7.x beside a login session's shell under systemd",
-        &[
-            "--kernel",
-            "6.12,7.x",
-            "--layout",
-            "systemd-session",
+            "root,systemd-service,systemd-session",
             "--tmp",
             "ext4",
             "--timeout",

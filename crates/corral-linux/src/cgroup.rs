@@ -33,7 +33,7 @@ pub struct CgroupLimits {
 }
 
 const V1_CONTROLLERS: [&str; 5] = ["memory", "pids", "cpu", "cpuacct", "freezer"];
-const V2_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
+pub(crate) const V2_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
 
 /// Where the usable hierarchy is and where this process sits in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -335,7 +335,7 @@ fn systemd_note() -> String {
 }
 
 /// The controllers of [`V2_CONTROLLERS`] a `cgroup.controllers` text does not list.
-fn missing_controllers(available: &str) -> Vec<&'static str> {
+pub(crate) fn missing_controllers(available: &str) -> Vec<&'static str> {
     let have: Vec<&str> = available.split_whitespace().collect();
     V2_CONTROLLERS
         .iter()

@@ -16,6 +16,8 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
     pub ok: bool,
+    /// Whether rootless mode cannot run without it (subordinate ids only improve it).
+    pub required: bool,
     /// One line: what was seen, and when missing, how to fix it.
     pub what: String,
 }
@@ -24,19 +26,24 @@ impl Need {
     fn ok(what: impl Into<String>) -> Self {
         Self {
             ok: true,
+            required: true,
             what: what.into(),
         }
     }
     fn missing(what: impl Into<String>) -> Self {
         Self {
             ok: false,
+            required: true,
             what: what.into(),
         }
     }
+    fn optional(mut self) -> Self {
+        self.required = false;
+        self
+    }
 }
 
-/// The controllers a run's group needs (as in root mode).
-const CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
+use crate::cgroup::{V2_CONTROLLERS as CONTROLLERS, missing_controllers};
 
 /// Reads a file under `root`, trimmed; `None` when it is absent or unreadable.
 fn read(root: &Path, rel: &str) -> Option<String> {
@@ -125,11 +132,7 @@ pub fn cgroup_delegation(root: &Path, self_cgroup: &str, uid: u32) -> Need {
         .join(path.trim_start_matches('/'));
     let owner = fs::metadata(&dir).map(|m| m.uid());
     let have = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
-    let missing: Vec<&str> = CONTROLLERS
-        .iter()
-        .copied()
-        .filter(|c| !have.split_whitespace().any(|h| h == *c))
-        .collect();
+    let missing = missing_controllers(&have);
     let fix = "run corral under systemd's user manager, for example \
                `systemd-run --user --scope -p Delegate=yes corral ...`";
     match owner {
@@ -166,7 +169,7 @@ pub fn subordinate_ids(root: &Path, uid: u32, user: Option<&str>) -> Need {
     let tools = ["usr/bin/newuidmap", "usr/bin/newgidmap"]
         .iter()
         .all(|t| root.join(t).exists());
-    match (range("etc/subuid"), range("etc/subgid")) {
+    let found = match (range("etc/subuid"), range("etc/subgid")) {
         (Some((u, n)), Some(_)) if tools => Need::ok(format!(
             "subordinate ids {u}..{} for uid {uid} (the worker gets ids of its own)",
             u + n
@@ -179,7 +182,8 @@ pub fn subordinate_ids(root: &Path, uid: u32, user: Option<&str>) -> Need {
             "no /etc/subuid and /etc/subgid range for uid {uid}: the worker would run as your own \
              uid (add one with `usermod --add-subuids`/`--add-subgids`)"
         )),
-    }
+    };
+    found.optional()
 }
 
 /// A real attempt: a throwaway child in a new user and mount namespace maps the caller's uid
@@ -309,13 +313,12 @@ pub fn preflight() -> Vec<Need> {
     v
 }
 
-/// One clause for the refusal: what is missing (the optional subordinate ids only as a
-/// note), or that the host has the rest.
+/// One clause for the refusal: what is missing of what is required, or that the host has it.
 #[must_use]
 pub fn summary(needs: &[Need]) -> String {
     let missing: Vec<&str> = needs
         .iter()
-        .filter(|n| !n.ok && !n.what.contains("would run as your own uid"))
+        .filter(|n| !n.ok && n.required)
         .map(|n| n.what.as_str())
         .collect();
     if missing.is_empty() {
@@ -467,7 +470,7 @@ mod tests {
         let needs = [
             Need::ok("a"),
             Need::missing("cgroup missing"),
-            Need::missing("no /etc/subuid ... the worker would run as your own uid"),
+            Need::missing("no /etc/subuid range").optional(),
         ];
         assert_eq!(summary(&needs), "this host would also need: cgroup missing");
         assert!(summary(&needs[..1]).starts_with("this host has what it would need"));
