@@ -153,9 +153,7 @@ impl Hierarchy {
         if let Hierarchy::V2 { parent } = &h
             && needs_own_scope(parent)
             && crate::systemd::may_ask()
-            && SYSTEMD_SCOPE
-                .get_or_init(crate::systemd::start_delegated_scope)
-                .is_ok()
+            && SYSTEMD_SCOPE.get_or_init(join_delegated_scope).is_ok()
         {
             return Self::detect_host_in_place();
         }
@@ -296,6 +294,51 @@ pub fn stale_owner(name: &str) -> Option<u32> {
 
 /// The transient scope systemd gave this process, or why it could not.
 static SYSTEMD_SCOPE: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+
+/// Asks systemd for a delegated scope holding a [`crate::systemd::StandIn`], then moves
+/// corral, then the stand-in, into the leaf `corral-supervisor-<pid>` beneath it, so the scope
+/// itself never holds a thread of corral (see `systemd.rs` for why) and its controllers can
+/// be enabled. Returns the unit name.
+fn join_delegated_scope() -> Result<String, String> {
+    let stand_in = crate::systemd::StandIn::spawn()?;
+    let unit = crate::systemd::start_delegated_scope(stand_in.pid())?;
+    let scope = v2_dir_of(stand_in.pid())?;
+    if scope.file_name() != Some(std::ffi::OsStr::new(&unit)) {
+        return Err(format!(
+            "systemd moved corral's stand-in to {}, not into {unit}",
+            scope.display()
+        ));
+    }
+    let leaf = scope.join(format!("corral-supervisor-{}", std::process::id()));
+    let moved = fs::create_dir(&leaf).and_then(|()| {
+        write_file(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
+        write_file(&leaf.join("cgroup.procs"), &stand_in.pid().to_string())
+    });
+    // The stand-in ends here, in the leaf or in the scope; an empty scope is systemd's to
+    // remove, with the leaf beneath it.
+    drop(stand_in);
+    moved.map_err(|e| format!("moving corral into {}: {e}", leaf.display()))?;
+    Ok(unit)
+}
+
+/// The cgroup v2 directory process `pid` is in, from `/proc/<pid>/cgroup` and the cgroup2
+/// mount in corral's mountinfo.
+fn v2_dir_of(pid: u32) -> Result<PathBuf, String> {
+    let cg = fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
+    let path = cg
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or_else(|| format!("/proc/{pid}/cgroup names no cgroup v2 path"))?;
+    let mi = fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    let mounts = cgroup_mounts(&mi);
+    let (mp, _, _) = mounts
+        .iter()
+        .find(|(_, t, _)| t == "cgroup2")
+        .ok_or("no cgroup2 mount")?;
+    Ok(join_rel(&join_rel(Path::new("/"), mp), path))
+}
 
 /// Whether corral's cgroup `group` cannot hold corral's groups as it is: a non-root cgroup
 /// (the root is exempt from "no internal processes") whose controllers are not delegated, or
@@ -460,7 +503,9 @@ fn other_members(group: &Path) -> String {
         })
         .collect();
     if list.is_empty() {
-        "none listed".into()
+        // What cgroup.procs hides but the kernel still counts: tasks that were exiting as
+        // corral moved (Linux 6.19+ counts one until its last context switch).
+        "none listed: only tasks that were exiting as corral moved".into()
     } else {
         list.join(", ")
     }

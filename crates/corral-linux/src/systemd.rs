@@ -5,9 +5,19 @@
 //! `Delegate=yes`, or beside a harness in a delegated service. cgroup v2's "no internal
 //! processes" rule then forbids enabling controllers for corral's groups, and moving the
 //! other processes is not corral's to do. So corral asks systemd, over the system bus, for a
-//! transient scope `corral-scope-<pid>-<n>.scope` with `Delegate=yes` holding only itself,
-//! as `systemd-run --scope -p Delegate=yes` does. systemd removes the scope and everything
-//! beneath it when its last process exits, a SIGKILLed corral included.
+//! transient scope `corral-scope-<pid>-<n>.scope` with `Delegate=yes`, as `systemd-run
+//! --scope -p Delegate=yes` does. systemd removes the scope and everything beneath it when
+//! its last process exits, a SIGKILLed corral included.
+//!
+//! What systemd moves into the scope is a [`StandIn`], a forked child that only waits, not
+//! corral: corral then moves itself straight into its leaf beneath the scope. A thread that
+//! is exiting is not moved with its process (the kernel skips `PF_EXITING` tasks) and keeps
+//! its old cgroup populated, invisibly, until its last context switch (Linux 6.19+ defers
+//! that unlink); were corral itself moved into the scope, such a thread (the D-Bus
+//! library's, a test harness's) would stay in the scope and make enabling its controllers
+//! fail with EBUSY while `cgroup.procs` lists nothing (seen in CI on 7.3). The stand-in has
+//! one thread, blocked, so it moves whole; corral's own threads never enter the scope
+//! itself.
 
 use std::path::Path;
 use std::sync::mpsc;
@@ -35,10 +45,70 @@ pub fn may_ask() -> bool {
     is_init() && unsafe { libc::geteuid() } == 0
 }
 
-/// Asks systemd for a transient scope holding this process, delegated to it, and waits until
-/// systemd has moved the process there. Returns the unit name. Fails closed (with the reason)
-/// when there is no system bus, systemd refuses, or the job does not finish.
-pub fn start_delegated_scope() -> Result<String, String> {
+/// A child of corral that does nothing but wait: what systemd moves into corral's new scope
+/// (see the module's documentation). Dropping it kills and reaps it.
+#[derive(Debug)]
+pub struct StandIn {
+    pid: libc::pid_t,
+}
+
+impl StandIn {
+    /// Forks the stand-in. It dies with the thread that forked it (`PR_SET_PDEATHSIG`), so a
+    /// corral killed meanwhile leaves nothing behind.
+    pub fn spawn() -> Result<Self, String> {
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the child of this fork (corral may have other threads) calls only
+        // async-signal-safe functions (prctl, getppid, pause, _exit) and never returns.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(format!(
+                "stand-in fork: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if pid == 0 {
+            // SAFETY: async-signal-safe system calls; the child leaves only by a signal or
+            // through _exit.
+            unsafe {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                if libc::getppid() != parent {
+                    libc::_exit(0);
+                }
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        Ok(Self { pid })
+    }
+
+    /// The stand-in's pid.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.pid.unsigned_abs()
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let mut status = 0;
+        // SAFETY: `self.pid` is corral's own child and not yet reaped, so the pid is not
+        // reused; `status` is a valid out-pointer.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            while libc::waitpid(self.pid, &raw mut status, 0) < 0
+                && *libc::__errno_location() == libc::EINTR
+            {}
+        }
+    }
+}
+
+/// Asks systemd for a transient scope holding `pid` (corral's [`StandIn`]), delegated to
+/// corral, and waits until systemd has moved `pid` there. Returns the unit name. Fails closed
+/// (with the reason) when there is no system bus, systemd refuses, or the job does not
+/// finish.
+pub fn start_delegated_scope(pid: u32) -> Result<String, String> {
     let (tx, rx) = mpsc::channel();
     let name = format!(
         "corral-scope-{}-{}.scope",
@@ -54,7 +124,7 @@ pub fn start_delegated_scope() -> Result<String, String> {
     std::thread::Builder::new()
         .name("corral-systemd".into())
         .spawn(move || {
-            let _ = tx.send(start(&unit));
+            let _ = tx.send(start(&unit, pid));
         })
         .map_err(|e| format!("starting the D-Bus thread: {e}"))?;
     match rx.recv_timeout(START_TIMEOUT) {
@@ -67,7 +137,7 @@ pub fn start_delegated_scope() -> Result<String, String> {
     }
 }
 
-fn start(name: &str) -> Result<(), String> {
+fn start(name: &str, pid: u32) -> Result<(), String> {
     let bus = |e: zbus::Error| format!("system bus: {e}");
     let conn = Connection::system().map_err(bus)?;
     let manager = Proxy::new(
@@ -87,7 +157,7 @@ fn start(name: &str) -> Result<(), String> {
             "Description",
             Value::from("corral: delegated cgroup for one run"),
         ),
-        ("PIDs", Value::from(vec![std::process::id()])),
+        ("PIDs", Value::from(vec![pid])),
         ("Delegate", Value::from(true)),
         // A failed scope is collected too: nothing is left behind.
         ("CollectMode", Value::from("inactive-or-failed")),
