@@ -217,6 +217,28 @@ pub fn run(root: &Path) -> Result<()> {
             tests,
         ],
     )?;
+    // corral alone in a `Delegate=yes` cgroup (the busybox `service` layout: the test binary is
+    // the cgroup's only process), probing beside its own threads that keep exiting: the
+    // in-place path, where corral must leave the cgroup whose controllers it enables and waits
+    // for the threads that were exiting as it moved (ADR-0011, 2026-12-04; without the wait
+    // it was refused in 3 of 6 runs here).
+    let alone = crate::vm::test_binary(root, "corral-linux", "embedder_threads")?;
+    guests(
+        "corral alone in a Delegate=yes cgroup beside threads that keep exiting: kernels 6.12 \
+         and 7.x",
+        &[
+            "--kernel",
+            "6.12,7.x",
+            "--layout",
+            "service",
+            "--tmp",
+            "ext4",
+            "--timeout",
+            "600",
+            "--",
+            &alone,
+        ],
+    )?;
     // Last: the qualification cases a pure cgroup v2 host with loadable modules and no
     // network device showed to depend on the host (PROC-06's v2 judge, NET-02's and NET-13's
     // controls, KRN-06's module autoload through socket protocols, FS-11's logind mounts,

@@ -223,6 +223,22 @@ fn tests_command(root: &Path, packages: &str) -> Result<String> {
     Ok(format!("sh {}", path.display()))
 }
 
+/// The path of one integration test binary (`cargo test --no-run -p PACKAGE --test TEST`),
+/// for a guest that runs it as the layout's only process.
+pub fn test_binary(root: &Path, package: &str, test: &str) -> Result<String> {
+    let out = run_ok(
+        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["test", "--no-run", "--message-format=json", "-p", package])
+            .args(["--test", test])
+            .current_dir(root),
+    )?;
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["target"]["name"] == test && v["profile"]["test"] == true)
+        .and_then(|v| v["executable"].as_str().map(str::to_owned))
+        .with_context(|| format!("cargo built no test binary {test} in {package}"))
+}
+
 fn run_ok(cmd: &mut Command) -> Result<String> {
     let out = cmd
         .stderr(Stdio::piped())

@@ -419,7 +419,7 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
             // Every thread of corral (cgroup.procs moves the whole process).
             write_file(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
             move_own_descendants(parent, &leaf);
-            match ensure_subtree_control(parent) {
+            match enable_once_exited_threads_left(parent) {
                 Err(e) if crate::sys::errno(&e) == Some(libc::EBUSY) => {
                     let others = other_members(parent);
                     // Back where corral was, and nothing left behind.
@@ -442,6 +442,38 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
             }
         }
         other => other,
+    }
+}
+
+/// How long corral waits for its own threads that were exiting as it moved into its leaf to
+/// leave its old cgroup. A bound on a hang, not a pace: they are past the point of no return
+/// and leave at their next context switch; a low-priority one on a busy host may take a few
+/// hundred milliseconds to be scheduled.
+const EXITED_THREADS_WAIT: Duration = Duration::from_secs(10);
+
+/// Enables the controllers in `parent` once corral has left it for its leaf. A thread of
+/// corral that was exiting as corral moved is not moved with its process (the kernel skips
+/// `PF_EXITING` tasks) and keeps `parent` populated until it is gone (since Linux 6.19 until
+/// its last context switch): EBUSY while `cgroup.procs` lists nothing. Those tasks are a
+/// finite set, all corral's and all ending, so corral waits for them, as the kernel's own
+/// `rmdir` waits for dying tasks. Anything listed is a live process in the way: no waiting,
+/// the caller refuses and names it.
+fn enable_once_exited_threads_left(parent: &Path) -> io::Result<()> {
+    let deadline = Instant::now() + EXITED_THREADS_WAIT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match ensure_subtree_control(parent) {
+            Err(e)
+                if crate::sys::errno(&e) == Some(libc::EBUSY)
+                    && members(parent).is_empty()
+                    && Instant::now() < deadline =>
+            {
+                // Sleeping, not spinning, leaves the CPU to the tasks that must finish.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
+        }
     }
 }
 
@@ -504,8 +536,12 @@ fn other_members(group: &Path) -> String {
         .collect();
     if list.is_empty() {
         // What cgroup.procs hides but the kernel still counts: tasks that were exiting as
-        // corral moved (Linux 6.19+ counts one until its last context switch).
-        "none listed: only tasks that were exiting as corral moved".into()
+        // corral moved (Linux 6.19+ counts one until its last context switch), still there
+        // after `EXITED_THREADS_WAIT`.
+        format!(
+            "none listed: only tasks that were exiting as corral moved, still there after {} s",
+            EXITED_THREADS_WAIT.as_secs()
+        )
     } else {
         list.join(", ")
     }

@@ -5,7 +5,10 @@
 //! corral exiting as corral moved on into its leaf would stay in the scope, and enabling the
 //! scope's controllers would fail with EBUSY while `cgroup.procs` lists nothing (CI, 7.3,
 //! systemd-service). systemd moves corral's stand-in instead, and corral's threads never
-//! enter the scope itself. The threads that exit here run at the lowest priority beside two
+//! enter the scope itself. Run alone in a `Delegate=yes` cgroup (`cargo xtask vm --layout
+//! service -- <this binary>`), corral moves out of that cgroup into a leaf of it, and an
+//! exiting thread stays behind in the cgroup whose controllers corral enables: there corral
+//! waits for it (ADR-0011, 2026-12-04). The threads that exit here run at the lowest priority beside two
 //! busy ones, so an exiting one may wait long for its last context switch, as a thread does
 //! on a loaded host or an emulated CPU. One test per binary: the executor must be probed for
 //! the first time here, beside the churning thread.
