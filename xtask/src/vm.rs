@@ -175,38 +175,21 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
 /// and returns a guest command that runs each from its package's folder, as `cargo test`
 /// would, and exits non-zero when any failed.
 fn tests_command(root: &Path, packages: &str) -> Result<String> {
-    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo
-        .args(["test", "--no-run", "--message-format=json"])
-        .current_dir(root);
+    let mut args = Vec::new();
     for p in packages.split(',').filter(|p| !p.is_empty()) {
-        cargo.args(["-p", p]);
+        args.extend(["-p", p]);
     }
-    let out = run_ok(&mut cargo)?;
+    let built = built_tests(root, &args)?;
     // Each binary's output is also kept, so that a failure's panic is printed again at the
     // end: the console's last lines, which CI shows, are otherwise the later binaries' output.
     let mut script = String::from("fail=0\nlogs=$(mktemp -d)\nn=0\n");
-    for line in out.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        let (Some(exe), Some(manifest)) = (v["executable"].as_str(), v["manifest_path"].as_str())
-        else {
-            continue;
-        };
-        if v["profile"]["test"] != serde_json::Value::Bool(true) {
-            continue;
-        }
-        let dir = Path::new(manifest)
-            .parent()
-            .context("a manifest path without a folder")?;
+    for BuiltTest { exe, dir, .. } in &built {
         script.push_str(&format!(
             "n=$((n+1)); echo \"corral-vm: test {exe}\"; \
              {{ cd '{dir}' && CARGO_MANIFEST_DIR='{dir}' '{exe}' 2>&1; echo $? > \"$logs/$n.rc\"; }} \
              | tee \"$logs/$n.log\"; \
              [ \"$(cat \"$logs/$n.rc\")\" = 0 ] || {{ fail=1; echo '{exe}' > \"$logs/$n.failed\"; \
-             echo \"corral-vm: test failed: {exe}\"; }}\n",
-            dir = dir.display(),
+             echo \"corral-vm: test failed: {exe}\"; }}\n"
         ));
     }
     script.push_str(
@@ -226,17 +209,54 @@ fn tests_command(root: &Path, packages: &str) -> Result<String> {
 /// The path of one integration test binary (`cargo test --no-run -p PACKAGE --test TEST`),
 /// for a guest that runs it as the layout's only process.
 pub fn test_binary(root: &Path, package: &str, test: &str) -> Result<String> {
+    built_tests(root, &["-p", package, "--test", test])?
+        .into_iter()
+        .find(|t| t.name == test)
+        .map(|t| t.exe)
+        .with_context(|| format!("cargo built no test binary {test} in {package}"))
+}
+
+/// One test binary `cargo test --no-run` built: its target's name, its path, and its
+/// package's folder (where `cargo test` would run it).
+struct BuiltTest {
+    name: String,
+    exe: String,
+    dir: String,
+}
+
+/// Builds the test binaries `cargo test --no-run ARGS` selects on the host.
+fn built_tests(root: &Path, args: &[&str]) -> Result<Vec<BuiltTest>> {
     let out = run_ok(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["test", "--no-run", "--message-format=json", "-p", package])
-            .args(["--test", test])
+            .args(["test", "--no-run", "--message-format=json"])
+            .args(args)
             .current_dir(root),
     )?;
-    out.lines()
+    let mut built = Vec::new();
+    for v in out
+        .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["target"]["name"] == test && v["profile"]["test"] == true)
-        .and_then(|v| v["executable"].as_str().map(str::to_owned))
-        .with_context(|| format!("cargo built no test binary {test} in {package}"))
+    {
+        let (Some(name), Some(exe), Some(manifest)) = (
+            v["target"]["name"].as_str(),
+            v["executable"].as_str(),
+            v["manifest_path"].as_str(),
+        ) else {
+            continue;
+        };
+        if v["profile"]["test"] != serde_json::Value::Bool(true) {
+            continue;
+        }
+        let dir = Path::new(manifest)
+            .parent()
+            .context("a manifest path without a folder")?;
+        built.push(BuiltTest {
+            name: name.to_owned(),
+            exe: exe.to_owned(),
+            dir: dir.display().to_string(),
+        });
+    }
+    Ok(built)
 }
 
 fn run_ok(cmd: &mut Command) -> Result<String> {

@@ -8,9 +8,9 @@
 //! enter the scope itself. Run alone in a `Delegate=yes` cgroup (`cargo xtask vm --layout
 //! service -- <this binary>`), corral moves out of that cgroup into a leaf of it, and an
 //! exiting thread stays behind in the cgroup whose controllers corral enables: there corral
-//! waits for it (ADR-0011, 2026-12-04). The threads that exit here run at the lowest priority beside two
-//! busy ones, so an exiting one may wait long for its last context switch, as a thread does
-//! on a loaded host or an emulated CPU. One test per binary: the executor must be probed for
+//! waits for it (ADR-0011, 2026-12-04). The threads that exit here run at the lowest
+//! priority beside two busy ones, so an exiting one may wait long for its last context
+//! switch, as a thread does on a loaded host or an emulated CPU. One test per binary: the executor must be probed for
 //! the first time here, beside the churning thread.
 #![allow(
     unsafe_code,
