@@ -990,6 +990,17 @@ fn summarize(out: &str, timed_out: bool) -> String {
     }
 }
 
+/// Downloads and unpacks the named kernels (`6.1`, `6.12`, `7.x`) before guests that run at
+/// the same time would each fetch them.
+pub fn fetch(root: &Path, names: &[&str]) -> Result<()> {
+    let vm = root.join("target/vm");
+    std::fs::create_dir_all(&vm)?;
+    for (name, suite, spec) in KERNELS.iter().filter(|k| names.contains(&k.0)) {
+        fetch_kernel(&vm, name, *suite, spec)?;
+    }
+    Ok(())
+}
+
 pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(root, args)?;
     let vm = root.join("target/vm");
