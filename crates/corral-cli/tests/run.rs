@@ -535,6 +535,41 @@ fn provider_version_drift_refused_before_start() {
     assert_eq!(m["executable"]["digest"], format!("sha256:{hex}"));
 }
 
+#[test]
+fn a_linked_executable_runs_as_installed_and_a_link_corral_cannot_show_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let f = fixture("linked-exe");
+    // As npm and pip install agents: a link in a bin folder to the file in its package.
+    let script = "#!/bin/sh\necho \"$0\" > src/ran-as\n";
+    std::fs::create_dir_all(f.dir.join("pkg/bin")).unwrap();
+    std::fs::create_dir_all(f.dir.join("bin")).unwrap();
+    let real = f.dir.join("pkg/bin/agent");
+    std::fs::write(&real, script).unwrap();
+    std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("../pkg/bin/agent", f.dir.join("bin/agent")).unwrap();
+    let mut preset = shell_preset("");
+    preset["executable"] = json!(f.dir.join("bin/agent"));
+    preset["argv"] = json!([]);
+    let (code, m, err) = run(&f, &work_unit(&f, 30, 10, 128 << 20), &preset, &[]);
+    assert_eq!(code, 0, "{err} {m}");
+    assert_eq!(m["executable"]["path"], json!(f.dir.join("bin/agent")));
+    let sha = Command::new("sha256sum").arg(&real).output().unwrap();
+    let hex = String::from_utf8_lossy(&sha.stdout)[..64].to_owned();
+    assert_eq!(m["executable"]["digest"], format!("sha256:{hex}"));
+    assert_eq!(m["candidate"]["changed_paths"][0]["path"], "src/ran-as");
+    // A link to what the sandbox cannot show: refused before start, one line naming both.
+    std::os::unix::fs::symlink("/proc/self/status", f.dir.join("bin/status")).unwrap();
+    preset["executable"] = json!(f.dir.join("bin/status"));
+    let (code, m, err) = run(&f, &work_unit(&f, 30, 10, 128 << 20), &preset, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(m, Value::Null, "nothing recorded");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&f.dir.join("bin/status").display().to_string()) && err.contains("/proc/"),
+        "{err}"
+    );
+}
+
 /// Starts `corral run --json` in the background with `script` as the agent.
 fn spawn_run(f: &Fixture, script: &str) -> std::process::Child {
     let wu_path = f.dir.join("wu.json");

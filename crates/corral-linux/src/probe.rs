@@ -698,6 +698,7 @@ fn probe_sandbox(
         limits,
         workspace: &dir,
         capabilities: SandboxCapabilities::none("probe"),
+        executable: None,
     };
     let cancel = match corral_sandbox::CancelToken::new() {
         Ok(c) => c,

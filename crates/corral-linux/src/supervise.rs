@@ -124,6 +124,8 @@ pub(crate) struct RunInput<'a> {
     pub limits: Limits,
     pub workspace: &'a Path,
     pub capabilities: SandboxCapabilities,
+    /// The executable as the caller opened and hashed it; `None`: opened here.
+    pub executable: Option<&'a fs::File>,
 }
 
 impl<'a> RunInput<'a> {
@@ -138,6 +140,7 @@ impl<'a> RunInput<'a> {
             limits: *r.limits(),
             workspace: r.workspace(),
             capabilities: r.capabilities().clone(),
+            executable: r.executable(),
         }
     }
 }
@@ -494,6 +497,80 @@ struct Prepared {
     child_ends: Vec<OwnedFd>,
 }
 
+/// Where a host path is mounted in the sandbox's skeleton: beneath the private /tmp or HOME
+/// (mounted after the trees, so a path there is mounted last: `late`), or in the root. With
+/// `create`, an empty file or folder is made to mount on.
+fn mount_point(
+    sk: &Skeleton,
+    base: &Path,
+    late: &mut Vec<String>,
+    p: &str,
+    is_dir: bool,
+    create: bool,
+) -> io::Result<()> {
+    let private = [(SANDBOX_TMP, "tmp"), (SANDBOX_HOME, "home")]
+        .into_iter()
+        .find_map(|(dir, disk_dir)| {
+            p.strip_prefix(&format!("{dir}/"))
+                .map(|rest| (disk_dir, rest))
+        });
+    let (at, rel) = match private {
+        Some((disk_dir, rest)) => {
+            late.push(p.to_owned());
+            (
+                Skeleton {
+                    base: base.join(disk_dir),
+                },
+                rest,
+            )
+        }
+        None => (
+            Skeleton {
+                base: sk.base.clone(),
+            },
+            p,
+        ),
+    };
+    match (create, is_dir) {
+        (false, _) => Ok(()),
+        (true, true) => at.dir(rel, 0o755),
+        (true, false) => at.file(rel, b"", 0o644),
+    }
+}
+
+/// The real path of the opened executable (every symbolic link resolved, as the kernel
+/// names the open file), which must be a regular file the sandbox can show.
+fn executable_real_path(exe_path: &str, file: &fs::File) -> Result<String, SandboxError> {
+    let bad = |why: String| SandboxError::InvalidRequest(format!("executable {exe_path:?}: {why}"));
+    let m = file.metadata().map_err(|e| bad(e.to_string()))?;
+    if !m.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    let real = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|e| bad(format!("its real path: {e}")))?;
+    let real = real
+        .to_str()
+        .filter(|r| r.starts_with('/'))
+        .ok_or_else(|| {
+            bad(format!(
+                "its real path {real:?} is not a path the sandbox can show"
+            ))
+        })?
+        .to_owned();
+    // The kernel names an unlinked file so: the file hashed is no longer installed there.
+    if real.ends_with(" (deleted)") {
+        return Err(bad(format!(
+            "{real}: the file hashed was removed or replaced since; run again"
+        )));
+    }
+    if let Some(t) = corral_sandbox::unshowable_executable_tree(&real) {
+        return Err(bad(format!(
+            "it resolves to {real}, under {t}, which the sandbox cannot show as an executable"
+        )));
+    }
+    Ok(real)
+}
+
 fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared, SandboxError> {
     let cfg = &exe.config;
     let ws_meta = fs::metadata(input.workspace).map_err(|e| {
@@ -511,32 +588,27 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
             "executable {exe_path:?} is not absolute"
         )));
     }
-    let visible = SYSTEM_TREES
-        .iter()
-        .chain(
-            input
-                .exec
-                .read_only_paths
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .iter(),
-        )
-        .any(|t| exe_path == t || exe_path.starts_with(&format!("{t}/")));
-    // An executable outside the system folders and read_only_paths is bound by itself
-    // (read-only, that one file): the preset named it, nothing beside it becomes visible.
-    let exe_bind: Option<&str> = if visible {
-        None
-    } else {
-        let m = fs::metadata(exe_path)
-            .map_err(|e| SandboxError::InvalidRequest(format!("executable {exe_path:?}: {e}")))?;
-        if !m.is_file() {
-            return Err(SandboxError::InvalidRequest(format!(
-                "executable {exe_path:?} is not a regular file"
-            )));
+    // The file that runs is the one the caller hashed (symbolic links followed, as npm and
+    // pip install agents: `/usr/local/bin/codex -> ../lib/node_modules/...`). It is bound
+    // read-only at its real path, over whatever that path shows, and the worker execs that
+    // path: the bytes that run are the bytes recorded, and the install root beside the file
+    // (its modules, its interpreter) is where the agent looks for it.
+    let opened;
+    let exe_file = match input.executable {
+        Some(f) => f,
+        None => {
+            opened = fs::File::open(exe_path).map_err(|e| {
+                SandboxError::InvalidRequest(format!("executable {exe_path:?}: {e}"))
+            })?;
+            &opened
         }
-        Some(exe_path.as_str())
     };
+    let exe_real = executable_real_path(exe_path, exe_file)?;
+    let exe_visible = SYSTEM_TREES
+        .iter()
+        .copied()
+        .chain(input.exec.read_only_paths.iter().map(String::as_str))
+        .any(|t| exe_real == t || exe_real.starts_with(&format!("{t}/")));
     let ws_plan = plan_workspace(input.workspace, input.writable, input.forbidden)?;
 
     // The disk and its layout.
@@ -681,13 +753,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         add_tree(&format!("/dev/{n}"), &rel, false, &dev_attr)?;
     }
     let mut late: Vec<String> = Vec::new();
-    for p in input
-        .exec
-        .read_only_paths
-        .iter()
-        .map(String::as_str)
-        .chain(exe_bind)
-    {
+    for p in input.exec.read_only_paths.iter().map(String::as_str) {
         if SYSTEM_TREES
             .iter()
             .any(|t| p == *t || p.starts_with(&format!("{t}/")))
@@ -696,37 +762,29 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         }
         let m = fs::metadata(p)
             .map_err(|e| SandboxError::InvalidRequest(format!("read_only_path {p}: {e}")))?;
-        // An executable under /tmp or HOME would be hidden by the sandbox's private /tmp and
-        // HOME, which are mounted after these trees: its mount point is made inside that
-        // private directory instead and mounted last (`late_trees`).
-        let private = [(SANDBOX_TMP, "tmp"), (SANDBOX_HOME, "home")]
-            .into_iter()
-            .find_map(|(dir, disk_dir)| {
-                p.strip_prefix(&format!("{dir}/"))
-                    .map(|rest| (disk_dir, rest))
-            });
-        if ["/workspace", "/proc", "/dev"]
-            .iter()
-            .any(|t| p == *t || p.starts_with(&format!("{t}/")))
-        {
+        if let Some(t) = corral_sandbox::sandbox_own_tree(p) {
             return Err(SandboxError::InvalidRequest(format!(
-                "{p} lies under a path the sandbox mounts over, so the worker could not see it"
+                "{p} lies under {t}, which the sandbox mounts over, so the worker could not see it"
             )));
         }
-        let mountpoint = match private {
-            Some((disk_dir, rest)) => {
-                late.push(p.to_owned());
-                Skeleton {
-                    base: base.join(disk_dir),
-                }
-                .file(rest, b"", 0o644)
-            }
-            None if m.is_dir() => sk.dir(p, 0o755),
-            None => sk.file(p, b"", 0o644),
-        };
-        mk(mountpoint, p)?;
+        mk(mount_point(&sk, &base, &mut late, p, m.is_dir(), true), p)?;
         add_tree(p, p, true, &ro_attr)?;
     }
+    // The executable as hashed, at its real path: a mount point only where no tree above
+    // shows that path; under a private /tmp or HOME it is mounted last, as those trees are.
+    let exe_tree = sys::open_tree_clone_fd(exe_file.as_fd())
+        .map_err(|e| setup_err(&format!("bind the executable {exe_real}"), e))?;
+    sys::mount_setattr(exe_tree.as_fd(), false, &ro_attr)
+        .map_err(|e| setup_err(&format!("mount_setattr {exe_real}"), e))?;
+    mk(
+        mount_point(&sk, &base, &mut late, &exe_real, false, !exe_visible),
+        &exe_real,
+    )?;
+    trees.push(TreeMount {
+        fd: exe_tree.as_raw_fd(),
+        target: cstring(&format!("{NEW_ROOT}/{}", exe_real.trim_start_matches('/')))?,
+    });
+    keep.push(exe_tree);
 
     let late_targets: Vec<CString> = late
         .iter()
@@ -860,7 +918,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
     };
     let cpu = input.limits.cpu_seconds.get();
     let worker = WorkerPlan {
-        exe: cstring(exe_path)?,
+        exe: cstring(&exe_real)?,
         argv_ptrs: ptrs(&argv),
         argv,
         envp_ptrs: ptrs(&envp),

@@ -216,6 +216,15 @@ pub fn open_tree_clone(path: &str, recursive: bool) -> io::Result<OwnedFd> {
     fd_result(rc, &format!("open_tree({path})"))
 }
 
+/// `open_tree(fd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH)`: a detached bind mount of exactly
+/// the file `fd` is open on (not whatever its path names by now).
+pub fn open_tree_clone_fd(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let flags = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | libc::AT_EMPTY_PATH as u32;
+    // SAFETY: `fd` is a valid open descriptor and the path an empty C string.
+    let rc = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), c"".as_ptr(), flags) };
+    fd_result(rc, "open_tree(the executable's descriptor)")
+}
+
 /// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attaches the detached
 /// mount `fd` at `target` in the caller's mount namespace.
 pub fn move_mount_to(fd: BorrowedFd<'_>, target: &str) -> io::Result<()> {

@@ -607,6 +607,7 @@ fn allowlist_is_refused_when_the_probe_did_not_observe_the_wiring() {
         &corral_sandbox::CancelToken::new().unwrap(),
         &corral_sandbox::ExecuteOptions {
             egress: Some(&gateway),
+            executable: None,
         },
     )
     .unwrap_err();

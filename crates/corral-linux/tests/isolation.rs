@@ -495,3 +495,123 @@ fn allowlist_policy_fails_closed() {
         "{err}"
     );
 }
+
+/// A folder of the test's own under /tmp (outside the sandbox's view), removed on drop.
+struct HostDir(std::path::PathBuf);
+impl HostDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("corral-exe-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Self(p)
+    }
+    fn script(&self, rel: &str, body: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+impl Drop for HostDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_executable_that_runs_is_the_file_that_was_hashed() {
+    // An install switched between hashing and start (a `current` link moved to a new
+    // version, as version managers do): the file opened and hashed is what runs.
+    let ws = Workspace::new("exe-pinned");
+    let d = HostDir::new("pinned");
+    d.script("v1/agent", "echo v1");
+    d.script("v2/agent", "echo v2");
+    std::os::unix::fs::symlink("v1", d.0.join("current")).unwrap();
+    let mut c = Case::sh("");
+    c.executable = d.0.join("current/agent").to_str().unwrap().to_owned();
+    c.args = vec![];
+    let opened = std::fs::File::open(&c.executable).unwrap();
+    std::os::unix::fs::symlink("v2", d.0.join("next")).unwrap();
+    std::fs::rename(d.0.join("next"), d.0.join("current")).unwrap();
+    let o = c.run_opened(&ws.path, &opened);
+    assert_eq!(
+        (o.exit_code, text(&o.stdout.bytes).as_str()),
+        (Some(0), "v1\n"),
+        "{}",
+        text(&o.stderr.bytes)
+    );
+    // Control: opened by its path now, the new version runs.
+    let o = c.run(&ws);
+    assert_eq!(text(&o.stdout.bytes), "v2\n", "{}", text(&o.stderr.bytes));
+}
+
+#[test]
+fn an_executable_replaced_after_hashing_is_refused() {
+    let ws = Workspace::new("exe-replaced");
+    let d = HostDir::new("replaced");
+    d.script("agent", "echo hashed");
+    let mut c = Case::sh("");
+    c.executable = d.0.join("agent").to_str().unwrap().to_owned();
+    c.args = vec![];
+    let opened = std::fs::File::open(&c.executable).unwrap();
+    d.script("agent.new", "echo replaced");
+    std::fs::rename(d.0.join("agent.new"), d.0.join("agent")).unwrap();
+    let err = corral_sandbox::execute_admitted_with(
+        executor(),
+        &c.admitted(),
+        &ws.path,
+        &corral_sandbox::CancelToken::new().unwrap(),
+        &corral_sandbox::ExecuteOptions {
+            egress: None,
+            executable: Some(&opened),
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, corral_sandbox::SandboxError::InvalidRequest(m) if m.contains("removed or replaced")),
+        "{err}"
+    );
+    // Control: the file now installed runs.
+    let o = c.run(&ws);
+    assert_eq!(
+        text(&o.stdout.bytes),
+        "replaced\n",
+        "{}",
+        text(&o.stderr.bytes)
+    );
+}
+
+#[test]
+fn a_linked_executable_runs_at_its_real_path() {
+    // As npm and pip install agents: a link in a bin folder to the file in its package,
+    // which finds what it needs beside its own real path.
+    let ws = Workspace::new("exe-linked");
+    let d = HostDir::new("linked");
+    d.script(
+        "pkg/bin/agent.sh",
+        "echo \"$0\"; cat \"$(dirname \"$0\")/../VERSION\"",
+    );
+    std::fs::write(d.0.join("pkg/VERSION"), "1.2.3\n").unwrap();
+    std::fs::create_dir_all(d.0.join("bin")).unwrap();
+    std::os::unix::fs::symlink("../pkg/bin/agent.sh", d.0.join("bin/agent")).unwrap();
+    let mut c = Case::sh("");
+    c.executable = d.0.join("bin/agent").to_str().unwrap().to_owned();
+    c.args = vec![];
+    let o = c.run(&ws);
+    let real = std::fs::canonicalize(d.0.join("pkg/bin/agent.sh")).unwrap();
+    // Only the file itself is shown (read_only_paths would name the package): `$0` is its
+    // real path, and its neighbour is not there.
+    assert_eq!(
+        text(&o.stdout.bytes),
+        format!("{}\n", real.display()),
+        "{}",
+        text(&o.stderr.bytes)
+    );
+    assert_ne!(o.exit_code, Some(0), "the package beside it is not visible");
+    // A link to what the sandbox cannot show is refused, naming it.
+    std::os::unix::fs::symlink("/proc/self/status", d.0.join("bin/proc")).unwrap();
+    c.executable = d.0.join("bin/proc").to_str().unwrap().to_owned();
+    let err = c.run_in(&ws.path).unwrap_err();
+    assert!(err.to_string().contains("under /proc"), "{err}");
+}

@@ -1,7 +1,6 @@
 //! One attempt through the whole path.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use corral_admission::{AdmittedRun, Rejected, admit};
@@ -10,14 +9,13 @@ use corral_contract::manifest::{
     DocumentRef, ExecutableRecord, ExecutionRecord, SandboxRecord, Termination,
 };
 use corral_contract::{
-    AgentPreset, Digest, ReasonCode, Rejection, SandboxCapabilities, TrustedConnections, WorkUnit,
+    AgentPreset, ReasonCode, Rejection, SandboxCapabilities, TrustedConnections, WorkUnit,
 };
 use corral_manifest::{ArtifactStore, LogCapture, RunRecord, StoredManifest, normalize_and_store};
 use corral_sandbox::{
     CancelToken, ExecuteOptions, LocalSandboxExecutor, SandboxError, SandboxOutcome,
     execute_admitted_with, require_all_capabilities,
 };
-use sha2::{Digest as _, Sha256};
 
 use corral_checkout::{BaseCache, BaseError, CacheLimits, Isolation};
 
@@ -87,24 +85,6 @@ pub struct RunReport {
     pub base_reused: bool,
 }
 
-/// sha256 of the executable's bytes, read from the host before the run.
-fn executable_digest(path: &Path) -> Result<Digest, RunError> {
-    let mut file = std::fs::File::open(path)
-        .map_err(|e| RunError::BadInput(format!("preset executable {}: {e}", path.display())))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buf).map_err(|e| {
-            RunError::BadInput(format!("preset executable {}: {e}", path.display()))
-        })?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(Digest::from_raw(hasher.finalize().into()))
-}
-
 fn not_started(
     capabilities: SandboxCapabilities,
     backend: &str,
@@ -171,10 +151,15 @@ pub fn run_attempt(
     };
     let exe_path = PathBuf::from(&run.exec().executable);
     let t = std::time::Instant::now();
-    let exe_digest = executable_digest(&exe_path)?;
+    // Opened once, links followed: the backend runs this very file at its real path.
+    let exe = crate::executable::open_and_hash(&exe_path, Some(&inputs.cache.join("executables")))
+        .map_err(RunError::BadInput)?;
+    let exe_digest = exe.digest.clone();
     tracing::info!(
         executable = %exe_path.display(),
+        real_path = %exe.real_path,
         digest = %exe_digest,
+        cached = exe.cached,
         ms = ms(t),
         "executable hashed"
     );
@@ -289,6 +274,7 @@ pub fn run_attempt(
     let gateway = crate::egress::ProxyGateway;
     let options = ExecuteOptions {
         egress: Some(&gateway),
+        executable: Some(&exe.file),
     };
     tracing::info!(
         base = run.base_sha(),

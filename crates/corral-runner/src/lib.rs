@@ -9,6 +9,7 @@
 
 pub mod attempt;
 pub mod egress;
+pub mod executable;
 
 pub use attempt::{RunError, RunInputs, RunReport, exit, run_attempt};
 pub use corral_checkout::{BaseCache, BaseCheckout, BaseError, CacheLimits, Isolation};

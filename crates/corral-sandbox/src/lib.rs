@@ -115,14 +115,42 @@ pub struct ExecuteOptions<'a> {
     /// The egress proxy for `allowlist` policies. Without it, a backend refuses an
     /// `allowlist` policy (fail closed).
     pub egress: Option<&'a dyn EgressGateway>,
+    /// The preset's executable as the caller opened it (symbolic links followed) and hashed
+    /// it. A backend runs exactly this file, so the bytes that run are the bytes recorded
+    /// and checked against the preset's pin, whatever happens to the path meanwhile.
+    /// Without it the backend opens the preset's path itself.
+    pub executable: Option<&'a std::fs::File>,
 }
 
 impl fmt::Debug for ExecuteOptions<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ExecuteOptions")
             .field("egress", &self.egress.map(|_| "EgressGateway"))
+            .field("executable", &self.executable)
             .finish()
     }
+}
+
+/// The sandbox's own trees, over which every backend mounts its own: a host file beneath
+/// one cannot be made visible to the worker (an executable or a `read_only_paths` entry
+/// there is refused before anything starts).
+pub const SANDBOX_OWN_TREES: &[&str] = &["/workspace", "/proc", "/dev"];
+
+/// The tree of [`SANDBOX_OWN_TREES`] that `path` (absolute, normalized) lies in, if any.
+#[must_use]
+pub fn sandbox_own_tree(path: &str) -> Option<&'static str> {
+    SANDBOX_OWN_TREES
+        .iter()
+        .copied()
+        .find(|t| path == *t || path.starts_with(&format!("{t}/")))
+}
+
+/// The tree an executable's real path may not lie in, if it does: the sandbox's own trees,
+/// and `/sys` (kernel attribute files are regular files, never an agent).
+#[must_use]
+pub fn unshowable_executable_tree(path: &str) -> Option<&'static str> {
+    sandbox_own_tree(path)
+        .or_else(|| (path == "/sys" || path.starts_with("/sys/")).then_some("/sys"))
 }
 
 /// A request that passed the capability gate. Only [`execute_admitted`] builds one.
@@ -131,6 +159,7 @@ pub struct AttestedRequest<'a> {
     workspace: &'a Path,
     capabilities: SandboxCapabilities,
     egress: Option<&'a dyn EgressGateway>,
+    executable: Option<&'a std::fs::File>,
 }
 
 impl fmt::Debug for AttestedRequest<'_> {
@@ -140,11 +169,17 @@ impl fmt::Debug for AttestedRequest<'_> {
             .field("workspace", &self.workspace)
             .field("capabilities", &self.capabilities)
             .field("egress", &self.egress.map(|_| "EgressGateway"))
+            .field("executable", &self.executable)
             .finish()
     }
 }
 
 impl AttestedRequest<'_> {
+    /// The executable as the caller opened and hashed it ([`ExecuteOptions::executable`]).
+    #[must_use]
+    pub fn executable(&self) -> Option<&std::fs::File> {
+        self.executable
+    }
     /// The egress gateway for `allowlist` mode, when the caller supplied one.
     #[must_use]
     pub fn egress(&self) -> Option<&dyn EgressGateway> {
@@ -343,6 +378,7 @@ pub fn execute_admitted_with(
         workspace,
         capabilities,
         egress: options.egress,
+        executable: options.executable,
     };
     executor.execute(&request, cancel)
 }

@@ -170,8 +170,21 @@ impl Case {
         let cancel = CancelToken::new().unwrap();
         let options = ExecuteOptions {
             egress: Some(gateway),
+            executable: None,
         };
         execute_admitted_with(executor(), &run, ws, &cancel, &options)
+    }
+
+    /// Runs with the executable as the caller opened (and hashed) it.
+    pub fn run_opened(&self, ws: &Path, executable: &std::fs::File) -> SandboxOutcome {
+        let run = self.admitted();
+        let cancel = CancelToken::new().unwrap();
+        let options = ExecuteOptions {
+            egress: None,
+            executable: Some(executable),
+        };
+        execute_admitted_with(executor(), &run, ws, &cancel, &options)
+            .unwrap_or_else(|e| panic!("sandbox error: {e}"))
     }
 
     pub fn run(&self, ws: &Workspace) -> SandboxOutcome {
