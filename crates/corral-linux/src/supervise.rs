@@ -538,39 +538,6 @@ fn mount_point(
     }
 }
 
-/// The real path of the opened executable (every symbolic link resolved, as the kernel
-/// names the open file), which must be a regular file the sandbox can show.
-fn executable_real_path(exe_path: &str, file: &fs::File) -> Result<String, SandboxError> {
-    let bad = |why: String| SandboxError::InvalidRequest(format!("executable {exe_path:?}: {why}"));
-    let m = file.metadata().map_err(|e| bad(e.to_string()))?;
-    if !m.is_file() {
-        return Err(bad("not a regular file".into()));
-    }
-    let real = fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .map_err(|e| bad(format!("its real path: {e}")))?;
-    let real = real
-        .to_str()
-        .filter(|r| r.starts_with('/'))
-        .ok_or_else(|| {
-            bad(format!(
-                "its real path {real:?} is not a path the sandbox can show"
-            ))
-        })?
-        .to_owned();
-    // The kernel names an unlinked file so: the file hashed is no longer installed there.
-    if real.ends_with(" (deleted)") {
-        return Err(bad(format!(
-            "{real}: the file hashed was removed or replaced since; run again"
-        )));
-    }
-    if let Some(t) = corral_sandbox::unshowable_executable_tree(&real) {
-        return Err(bad(format!(
-            "it resolves to {real}, under {t}, which the sandbox cannot show as an executable"
-        )));
-    }
-    Ok(real)
-}
-
 fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared, SandboxError> {
     let cfg = &exe.config;
     let ws_meta = fs::metadata(input.workspace).map_err(|e| {
@@ -597,13 +564,21 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
     let exe_file = match input.executable {
         Some(f) => f,
         None => {
-            opened = fs::File::open(exe_path).map_err(|e| {
-                SandboxError::InvalidRequest(format!("executable {exe_path:?}: {e}"))
-            })?;
+            let bad =
+                |e: String| SandboxError::InvalidRequest(format!("executable {exe_path:?}: {e}"));
+            // Opening a FIFO would wait for a writer.
+            if !fs::metadata(exe_path)
+                .map_err(|e| bad(e.to_string()))?
+                .is_file()
+            {
+                return Err(bad("not a regular file".into()));
+            }
+            opened = fs::File::open(exe_path).map_err(|e| bad(e.to_string()))?;
             &opened
         }
     };
-    let exe_real = executable_real_path(exe_path, exe_file)?;
+    let exe_real = corral_sandbox::executable_real_path(exe_file)
+        .map_err(|why| SandboxError::InvalidRequest(format!("executable {exe_path:?}: {why}")))?;
     let exe_visible = SYSTEM_TREES
         .iter()
         .copied()
@@ -689,8 +664,14 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
 
     let mut keep: Vec<OwnedFd> = Vec::new();
     let mut trees: Vec<TreeMount> = Vec::new();
+    // Every clone of a host tree is made private: a clone of a shared mount (systemd makes
+    // `/` shared) is a peer of the host's, so a mount made on top of it in the sandbox (the
+    // executable, bound over its own path) would propagate to the host, and host mounts
+    // would appear in a running sandbox.
+    let private = libc::MS_PRIVATE;
     let ro_attr = MountAttr {
         attr_set: sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        propagation: private,
         ..MountAttr::default()
     };
     let mut add_tree = |host: &str,
@@ -745,6 +726,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
     }
     let dev_attr = MountAttr {
         attr_set: sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
+        propagation: private,
         ..MountAttr::default()
     };
     for n in DEV_NODES {
@@ -1367,4 +1349,181 @@ pub(crate) fn run(
         notes,
         egress: egress_records,
     })
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code"
+)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroU64;
+
+    /// A link in a shown folder whose target lies outside every tree the sandbox shows: as
+    /// `/usr/local/bin/codex -> /opt/node/lib/node_modules/...` with only `/usr` shown. The
+    /// link was left dangling in the sandbox ("Exec failed: No such file or directory");
+    /// the file it names runs now, and nothing beside that file is shown. (Built here, below
+    /// admission, whose `read_only_paths` rule keeps `/tmp` out: a test cannot write `/usr`.)
+    #[test]
+    fn a_link_in_a_shown_folder_to_a_file_outside_it_runs() {
+        let exe = LinuxSandboxExecutor::new();
+        let missing = exe.probe_report().capabilities.missing();
+        assert!(missing.is_empty(), "this host lacks {missing:?}");
+        let t = std::env::temp_dir().join(format!("corral-exe-dangling-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&t);
+        fs::create_dir_all(t.join("bin")).unwrap();
+        fs::create_dir_all(t.join("pkg")).unwrap();
+        fs::create_dir_all(t.join("ws")).unwrap();
+        fs::write(
+            t.join("pkg/agent.sh"),
+            "#!/bin/sh\necho ran; ls \"$(dirname \"$0\")\" 2>&1\n",
+        )
+        .unwrap();
+        fs::write(t.join("pkg/secret"), "beside the agent\n").unwrap();
+        fs::set_permissions(t.join("pkg/agent.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("../pkg/agent.sh", t.join("bin/agent")).unwrap();
+        let bin = t.join("bin").to_str().unwrap().to_owned();
+        let spec = ExecSpec {
+            executable: format!("{bin}/agent"),
+            args: vec![],
+            env: Default::default(),
+            stdin: None,
+            read_only_paths: vec![bin],
+            executable_sha256: None,
+        };
+        let n = |v: u64| NonZeroU64::new(v).unwrap();
+        let input = RunInput {
+            exec: &spec,
+            network_mode: NetworkMode::None,
+            allowlist: &[],
+            egress: None,
+            writable: &[],
+            forbidden: &[],
+            limits: Limits {
+                wall_seconds: n(300),
+                cpu_seconds: n(60),
+                memory_bytes: n(64 << 20),
+                disk_bytes: n(8 << 20),
+                max_processes: n(16),
+                max_output_bytes: n(4096),
+                max_patch_bytes: n(1),
+            },
+            workspace: &t.join("ws"),
+            capabilities: SandboxCapabilities::none("test"),
+            executable: None,
+        };
+        let o = run(&exe, &input, &CancelToken::new().unwrap());
+        let _ = fs::remove_dir_all(&t);
+        let o = o.unwrap_or_else(|e| panic!("sandbox error: {e}"));
+        let out = String::from_utf8_lossy(&o.stdout.bytes).into_owned();
+        assert_eq!(o.exit_code, Some(0), "{out} {:?}", o.termination);
+        assert!(out.starts_with("ran\n"), "{out}");
+        assert!(
+            !out.contains("secret"),
+            "the package beside the file is shown: {out}"
+        );
+    }
+
+    /// On the hosts users have, systemd makes `/` a shared mount, so a clone of a host tree
+    /// is a peer of the host's mount: a mount made on top of it inside the sandbox would
+    /// propagate back to the host (a 6.1 guest's suite saw `/usr/bin/true` mounted on the
+    /// host). A shared mount of the test's own stands in for systemd's `/`.
+    #[test]
+    fn the_executables_mount_never_reaches_the_host() {
+        let exe = LinuxSandboxExecutor::new();
+        let missing = exe.probe_report().capabilities.missing();
+        assert!(missing.is_empty(), "this host lacks {missing:?}");
+        let t = std::env::temp_dir().join(format!("corral-exe-shared-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&t);
+        fs::create_dir_all(t.join("bin")).unwrap();
+        fs::create_dir_all(t.join("ws")).unwrap();
+        fs::write(t.join("bin/agent"), "#!/bin/sh\necho ran\n").unwrap();
+        fs::set_permissions(t.join("bin/agent"), fs::Permissions::from_mode(0o755)).unwrap();
+        let tc = CString::new(t.to_str().unwrap()).unwrap();
+        // SAFETY: valid C strings; a bind mount of the test's own folder onto itself.
+        let rc = unsafe {
+            libc::mount(
+                tc.as_ptr(),
+                tc.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(
+            rc,
+            0,
+            "bind {}: {}",
+            t.display(),
+            io::Error::last_os_error()
+        );
+        // SAFETY: as above; a propagation change of that mount only.
+        let rc = unsafe {
+            libc::mount(
+                std::ptr::null(),
+                tc.as_ptr(),
+                std::ptr::null(),
+                libc::MS_SHARED,
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "make-shared: {}", io::Error::last_os_error());
+        let bin = t.join("bin").to_str().unwrap().to_owned();
+        let agent = format!("{bin}/agent");
+        let spec = ExecSpec {
+            executable: agent.clone(),
+            args: vec![],
+            env: Default::default(),
+            stdin: None,
+            read_only_paths: vec![bin],
+            executable_sha256: None,
+        };
+        let n = |v: u64| NonZeroU64::new(v).unwrap();
+        let input = RunInput {
+            exec: &spec,
+            network_mode: NetworkMode::None,
+            allowlist: &[],
+            egress: None,
+            writable: &[],
+            forbidden: &[],
+            limits: Limits {
+                wall_seconds: n(300),
+                cpu_seconds: n(60),
+                memory_bytes: n(64 << 20),
+                disk_bytes: n(8 << 20),
+                max_processes: n(16),
+                max_output_bytes: n(4096),
+                max_patch_bytes: n(1),
+            },
+            workspace: &t.join("ws"),
+            capabilities: SandboxCapabilities::none("test"),
+            executable: None,
+        };
+        let o = run(&exe, &input, &CancelToken::new().unwrap());
+        let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let leaked: Vec<&str> = mounts
+            .lines()
+            .filter(|l| l.split(' ').nth(4) == Some(agent.as_str()))
+            .collect();
+        // Remove the test's own mounts (a leaked one sits on the shared folder's subtree).
+        // SAFETY: valid C string; detaches the test's own bind mount and what lies on it.
+        let rc = unsafe { libc::umount2(tc.as_ptr(), libc::MNT_DETACH) };
+        let _ = fs::remove_dir_all(&t);
+        assert_eq!(rc, 0, "umount: {}", io::Error::last_os_error());
+        let o = o.unwrap_or_else(|e| panic!("sandbox error: {e}"));
+        assert_eq!(
+            (
+                o.exit_code,
+                String::from_utf8_lossy(&o.stdout.bytes).as_ref()
+            ),
+            (Some(0), "ran\n")
+        );
+        assert!(
+            leaked.is_empty(),
+            "the sandbox's mounts reached the host: {leaked:?}"
+        );
+    }
 }

@@ -11,7 +11,6 @@
 
 use std::fs::File;
 use std::io::{Read as _, Write as _};
-use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -80,30 +79,20 @@ fn open_and_hash_settled(
     racy: Duration,
 ) -> Result<OpenedExecutable, String> {
     let shown = path.display();
+    // Not opened unless it is a regular file: opening a FIFO would wait for a writer.
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            return Err(format!("preset executable {shown}: not a regular file"));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(format!("preset executable {shown}: {e}")),
+    }
     let file = File::open(path).map_err(|e| format!("preset executable {shown}: {e}"))?;
     let before = file
         .metadata()
         .map_err(|e| format!("preset executable {shown}: {e}"))?;
-    if !before.is_file() {
-        return Err(format!("preset executable {shown}: not a regular file"));
-    }
-    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .map_err(|e| format!("preset executable {shown}: its real path: {e}"))?;
-    let real_path = real
-        .to_str()
-        .filter(|r| r.starts_with('/') && !r.ends_with(" (deleted)"))
-        .ok_or_else(|| {
-            format!(
-                "preset executable {shown}: its real path {real:?} cannot be shown in the sandbox"
-            )
-        })?
-        .to_owned();
-    if let Some(t) = corral_sandbox::unshowable_executable_tree(&real_path) {
-        return Err(format!(
-            "preset executable {shown} resolves to {real_path}, under {t}, which the sandbox \
-             cannot show as an executable: install the agent elsewhere"
-        ));
-    }
+    let real_path = corral_sandbox::executable_real_path(&file)
+        .map_err(|why| format!("preset executable {shown}: {why}"))?;
     let stamp = Stamp::of(&before);
     if let Some(digest) = cache.and_then(|c| lookup(c, &stamp)) {
         return Ok(OpenedExecutable {

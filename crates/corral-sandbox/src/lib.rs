@@ -147,10 +147,40 @@ pub fn sandbox_own_tree(path: &str) -> Option<&'static str> {
 
 /// The tree an executable's real path may not lie in, if it does: the sandbox's own trees,
 /// and `/sys` (kernel attribute files are regular files, never an agent).
-#[must_use]
-pub fn unshowable_executable_tree(path: &str) -> Option<&'static str> {
+fn unshowable_executable_tree(path: &str) -> Option<&'static str> {
     sandbox_own_tree(path)
         .or_else(|| (path == "/sys" || path.starts_with("/sys/")).then_some("/sys"))
+}
+
+/// Where a sandbox shows an executable opened on the host: its real path, as the kernel
+/// names the open file (every link resolved). Refused, with the reason in words that
+/// follow "executable PATH: ": not a regular file, unlinked since it was opened, or under
+/// a tree the sandbox cannot show it in.
+pub fn executable_real_path(file: &std::fs::File) -> Result<String, String> {
+    let m = file.metadata().map_err(|e| e.to_string())?;
+    if !m.is_file() {
+        return Err("not a regular file".into());
+    }
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|e| format!("its real path: {e}"))?;
+    let real = real
+        .to_str()
+        .filter(|r| r.starts_with('/'))
+        .ok_or_else(|| format!("its real path {real:?} is not a path the sandbox can show"))?
+        .to_owned();
+    // The kernel names an unlinked file so: the file opened is no longer installed there.
+    if real.ends_with(" (deleted)") {
+        return Err(format!(
+            "{real}: the file was removed or replaced since it was opened and hashed; run again"
+        ));
+    }
+    if let Some(t) = unshowable_executable_tree(&real) {
+        return Err(format!(
+            "it resolves to {real}, under {t}, which the sandbox cannot show as an executable: \
+             install the agent elsewhere"
+        ));
+    }
+    Ok(real)
 }
 
 /// A request that passed the capability gate. Only [`execute_admitted`] builds one.
