@@ -1362,6 +1362,46 @@ mod tests {
     use super::*;
     use std::num::NonZeroU64;
 
+    /// Runs `executable` with `read_only_paths: [read_only]` straight through the backend,
+    /// below admission (whose `read_only_paths` rule keeps the tests' `/tmp` out).
+    fn run_below_admission(
+        exe: &LinuxSandboxExecutor,
+        workspace: &Path,
+        executable: String,
+        read_only: String,
+    ) -> Result<SandboxOutcome, SandboxError> {
+        let spec = ExecSpec {
+            executable,
+            args: vec![],
+            env: Default::default(),
+            stdin: None,
+            read_only_paths: vec![read_only],
+            executable_sha256: None,
+        };
+        let n = |v: u64| NonZeroU64::new(v).unwrap();
+        let input = RunInput {
+            exec: &spec,
+            network_mode: NetworkMode::None,
+            allowlist: &[],
+            egress: None,
+            writable: &[],
+            forbidden: &[],
+            limits: Limits {
+                wall_seconds: n(300),
+                cpu_seconds: n(60),
+                memory_bytes: n(64 << 20),
+                disk_bytes: n(8 << 20),
+                max_processes: n(16),
+                max_output_bytes: n(4096),
+                max_patch_bytes: n(1),
+            },
+            workspace,
+            capabilities: SandboxCapabilities::none("test"),
+            executable: None,
+        };
+        run(exe, &input, &CancelToken::new().unwrap())
+    }
+
     /// A link in a shown folder whose target lies outside every tree the sandbox shows: as
     /// `/usr/local/bin/codex -> /opt/node/lib/node_modules/...` with only `/usr` shown. The
     /// link was left dangling in the sandbox ("Exec failed: No such file or directory");
@@ -1386,36 +1426,7 @@ mod tests {
         fs::set_permissions(t.join("pkg/agent.sh"), fs::Permissions::from_mode(0o755)).unwrap();
         std::os::unix::fs::symlink("../pkg/agent.sh", t.join("bin/agent")).unwrap();
         let bin = t.join("bin").to_str().unwrap().to_owned();
-        let spec = ExecSpec {
-            executable: format!("{bin}/agent"),
-            args: vec![],
-            env: Default::default(),
-            stdin: None,
-            read_only_paths: vec![bin],
-            executable_sha256: None,
-        };
-        let n = |v: u64| NonZeroU64::new(v).unwrap();
-        let input = RunInput {
-            exec: &spec,
-            network_mode: NetworkMode::None,
-            allowlist: &[],
-            egress: None,
-            writable: &[],
-            forbidden: &[],
-            limits: Limits {
-                wall_seconds: n(300),
-                cpu_seconds: n(60),
-                memory_bytes: n(64 << 20),
-                disk_bytes: n(8 << 20),
-                max_processes: n(16),
-                max_output_bytes: n(4096),
-                max_patch_bytes: n(1),
-            },
-            workspace: &t.join("ws"),
-            capabilities: SandboxCapabilities::none("test"),
-            executable: None,
-        };
-        let o = run(&exe, &input, &CancelToken::new().unwrap());
+        let o = run_below_admission(&exe, &t.join("ws"), format!("{bin}/agent"), bin);
         let _ = fs::remove_dir_all(&t);
         let o = o.unwrap_or_else(|e| panic!("sandbox error: {e}"));
         let out = String::from_utf8_lossy(&o.stdout.bytes).into_owned();
@@ -1473,36 +1484,7 @@ mod tests {
         assert_eq!(rc, 0, "make-shared: {}", io::Error::last_os_error());
         let bin = t.join("bin").to_str().unwrap().to_owned();
         let agent = format!("{bin}/agent");
-        let spec = ExecSpec {
-            executable: agent.clone(),
-            args: vec![],
-            env: Default::default(),
-            stdin: None,
-            read_only_paths: vec![bin],
-            executable_sha256: None,
-        };
-        let n = |v: u64| NonZeroU64::new(v).unwrap();
-        let input = RunInput {
-            exec: &spec,
-            network_mode: NetworkMode::None,
-            allowlist: &[],
-            egress: None,
-            writable: &[],
-            forbidden: &[],
-            limits: Limits {
-                wall_seconds: n(300),
-                cpu_seconds: n(60),
-                memory_bytes: n(64 << 20),
-                disk_bytes: n(8 << 20),
-                max_processes: n(16),
-                max_output_bytes: n(4096),
-                max_patch_bytes: n(1),
-            },
-            workspace: &t.join("ws"),
-            capabilities: SandboxCapabilities::none("test"),
-            executable: None,
-        };
-        let o = run(&exe, &input, &CancelToken::new().unwrap());
+        let o = run_below_admission(&exe, &t.join("ws"), agent.clone(), bin);
         let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap();
         let leaked: Vec<&str> = mounts
             .lines()

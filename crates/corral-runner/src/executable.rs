@@ -132,14 +132,7 @@ fn open_and_hash_settled(
 
 fn hash(mut file: &File) -> std::io::Result<Digest> {
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
+    std::io::copy(&mut file, &mut hasher)?;
     Ok(Digest::from_raw(hasher.finalize().into()))
 }
 
