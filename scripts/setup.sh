@@ -26,6 +26,8 @@ command -v gpg-connect-agent >/dev/null || need_apt+=(gpgconf)
 command -v curl >/dev/null || need_apt+=(curl)
 command -v perf >/dev/null || need_apt+=(linux-perf)
 command -v setcap >/dev/null || need_apt+=(libcap2-bin)
+# The attack scripts are linted in the test command (shellcheck; python3 -m py_compile).
+command -v shellcheck >/dev/null || need_apt+=(shellcheck)
 # corral export oci: the bundle smoke test runs it under gVisor with a static busybox.
 command -v runsc >/dev/null || need_apt+=(runsc)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \

@@ -219,7 +219,7 @@ json.dump([fnmatch.fnmatchcase(n, p) for p, n in pairs], sys.stdout)
 "#;
 
 pub fn run(root: &Path, check: bool) -> Result<()> {
-    if !crate::adversarial::fixtures::generate(root, check)? {
+    if !crate::adversarial::fixtures::generate(root, check, false)? {
         bail!("tests/adversarial is out of date; run `cargo xtask fixtures`");
     }
     let pairs = pairs();

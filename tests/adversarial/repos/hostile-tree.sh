@@ -67,7 +67,7 @@ echo pwned TRUST-$n
   bomb)
     t=$(head -c 1048576 /dev/zero | git hash-object -w --stdin)
     mode=100644
-    for level in 1 2 3 4; do
+    for _ in 1 2 3 4; do
       entries=()
       for i in $(seq -w 0 15); do entries+=("$mode x$i $t"); done
       t=$(tree "${entries[@]}")

@@ -13,8 +13,8 @@ pub struct Case {
     pub id: &'static str,
     pub title: &'static str,
     pub guarantee: &'static str,
-    /// The attack script shipped as a fixture (`tests/adversarial/attacks/<id>.<ext>`):
-    /// `(extension, body)`. Harness-only cases (admission) have none.
+    /// The attack script, a file of `tests/adversarial/attacks/` (`cases::attack!`):
+    /// `(file name, source)`. Cases may share one. Harness-only cases have none.
     pub script: Option<(&'static str, &'static str)>,
     /// Runs the case (sandboxed run, positive control, observations) and decides. An error
     /// is a harness failure: the case is inconclusive.
@@ -28,7 +28,7 @@ impl Case {
     }
 
     pub fn script_file(&self) -> Option<String> {
-        self.script.map(|(ext, _)| format!("{}.{ext}", self.id))
+        self.script.map(|(file, _)| file.to_owned())
     }
 }
 

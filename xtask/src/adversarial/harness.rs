@@ -28,7 +28,8 @@ pub struct Harness {
     pub root: PathBuf,
     pub corral: PathBuf,
     pub scratch: PathBuf,
-    /// Copies of the attack scripts (the committed fixtures), readable by the sandbox user.
+    /// The attacks as the sandbox runs them (each a single file, its inlined code in place:
+    /// `fixtures::runnable`), readable by the sandbox user.
     pub attacks: PathBuf,
     pub verbose: bool,
 }
@@ -41,11 +42,12 @@ impl Harness {
         set_mode(&scratch, 0o755)?;
         let attacks = scratch.join("attacks");
         std::fs::create_dir_all(&attacks)?;
-        for e in std::fs::read_dir(root.join(FIXTURES).join("attacks"))? {
-            let e = e?;
-            let to = attacks.join(e.file_name());
-            std::fs::copy(e.path(), &to)?;
-            set_mode(&to, 0o755)?;
+        for case in super::cases::all() {
+            if let Some((file, source)) = case.script {
+                let to = attacks.join(file);
+                std::fs::write(&to, super::fixtures::runnable(source)?)?;
+                set_mode(&to, 0o755)?;
+            }
         }
         for d in ["home", "cache", "data"] {
             std::fs::create_dir_all(scratch.join(d))?;

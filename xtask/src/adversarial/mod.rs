@@ -127,7 +127,7 @@ pub fn run_standalone(args: &[String]) -> Result<()> {
     }
     std::fs::create_dir_all(&dir)?;
     let _remove = Remove(dir.clone());
-    fixtures::generate(&dir, false)?;
+    fixtures::generate(&dir, false, true)?;
     let mut args = args.to_vec();
     let cwd = std::env::current_dir()?;
     for (flag, name) in [("--json", "report.json"), ("--sarif", "report.sarif")] {
@@ -418,7 +418,7 @@ fn preflight(root: &Path) -> Result<()> {
             bail!("{tool} is not installed (scripts/setup.sh installs it)");
         }
     }
-    if !fixtures::generate(root, true)? {
+    if !fixtures::generate(root, true, false)? {
         bail!("tests/adversarial is out of date: run `cargo xtask fixtures`");
     }
     Ok(())

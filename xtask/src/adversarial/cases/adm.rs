@@ -13,11 +13,6 @@ use super::{describe, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{Ctx, RunObs, RunSpec, truncate};
 
-/// The worker: prints its marker and writes one in-scope file.
-const ADM: &str = r#"echo "RAN-$N"
-echo "ran $N" > "src/adm-ran-$N.txt"
-"#;
-
 const WITHDRAW: &str = "CORRAL_WITHDRAW_CAPABILITY";
 
 /// corral's exit codes (CONTRACT.md).
@@ -34,7 +29,7 @@ macro_rules! capability_case {
             id: $id,
             title: concat!("Capability missing: ", $cap),
             guarantee: "a run lacking any sandbox capability never starts (exit 3, not_started)",
-            script: Some(("sh", ADM)),
+            script: Some(attack!("ADM.sh")),
             judge: $f,
         }
     }};
@@ -55,35 +50,35 @@ pub fn cases() -> Vec<Case> {
             id: "ADM-10",
             title: "Preset with prompt_transport file",
             guarantee: "a file prompt transport is refused (exit 2), nothing runs or is written",
-            script: Some(("sh", ADM)),
+            script: Some(attack!("ADM.sh")),
             judge: adm_10,
         },
         Case {
             id: "ADM-11",
             title: "Alias task fields (prompt, goal, title)",
             guarantee: "unknown fields are refused naming the field (exit 2); objective only",
-            script: Some(("sh", ADM)),
+            script: Some(attack!("ADM.sh")),
             judge: adm_11,
         },
         Case {
             id: "ADM-12",
             title: "Credential names on the preset's env allowlist",
             guarantee: "credential variables can never be allowlisted (exit 2)",
-            script: Some(("sh", ADM)),
+            script: Some(attack!("ADM.sh")),
             judge: adm_12,
         },
         Case {
             id: "ADM-13",
             title: "Provider-version drift (executable_sha256 mismatch)",
             guarantee: "a pinned executable that hashes differently never starts",
-            script: Some(("sh", ADM)),
+            script: Some(attack!("ADM.sh")),
             judge: adm_13,
         },
     ]
 }
 
-fn spec(ctx: &Ctx) -> RunSpec {
-    RunSpec::new(&format!("{}.sh", ctx.id))
+fn spec() -> RunSpec {
+    RunSpec::new("ADM.sh")
 }
 
 /// Why the worker evidently ran (empty when nothing shows it did).
@@ -163,7 +158,7 @@ fn refused_at_admission(ctx: &Ctx, run: &RunObs, field: &str, j: &mut Judge, wha
 
 fn withdrawn(ctx: &mut Ctx, cap: &str) -> Result<Verdict> {
     let v = vars([]);
-    let good = spec(ctx);
+    let good = spec();
     let mut bad = good.clone();
     bad.corral_env = vec![(WITHDRAW.into(), cap.into())];
     let run = ctx.run(&bad, &v)?;
@@ -213,7 +208,7 @@ fn withdrawn(ctx: &mut Ctx, cap: &str) -> Result<Verdict> {
 
 fn adm_10(ctx: &mut Ctx) -> Result<Verdict> {
     let v = vars([]);
-    let good = spec(ctx);
+    let good = spec();
     let mut bad = good.clone();
     bad.preset_overrides = vec![("prompt_transport".into(), json!({ "kind": "file" }))];
     let run = ctx.run(&bad, &v)?;
@@ -230,7 +225,7 @@ fn adm_10(ctx: &mut Ctx) -> Result<Verdict> {
 
 fn adm_11(ctx: &mut Ctx) -> Result<Verdict> {
     let v = vars([]);
-    let good = spec(ctx);
+    let good = spec();
     let mut j = Judge::new();
     for field in ["prompt", "goal", "title"] {
         let mut bad = good.clone();
@@ -269,7 +264,7 @@ fn adm_12(ctx: &mut Ctx) -> Result<Verdict> {
         "DOCKER_HOST",
     ] {
         // `--env NAME=CANARY`: the harness puts NAME on the preset's env allowlist.
-        let mut bad = spec(ctx);
+        let mut bad = spec();
         bad.env = vec![(name.into(), canary.clone())];
         let run = ctx.run(&bad, &v)?;
         refused_at_admission(ctx, &run, name, &mut j, &format!("allowlisting {name}"));
@@ -278,7 +273,7 @@ fn adm_12(ctx: &mut Ctx) -> Result<Verdict> {
             format!("allowlisting {name}: the canary value was printed"),
         );
     }
-    let mut good = spec(ctx);
+    let mut good = spec();
     good.env = vec![("ADV_NOTE".into(), "hello".into())];
     let ctl = ctx.run(&good, &v)?;
     control_ran(ctx, &ctl, &mut j, "with a harmless variable allowlisted");
@@ -287,7 +282,7 @@ fn adm_12(ctx: &mut Ctx) -> Result<Verdict> {
 
 fn adm_13(ctx: &mut Ctx) -> Result<Verdict> {
     let v = vars([]);
-    let good = spec(ctx);
+    let good = spec();
     let exe = ctx.h.attacks.join(&good.script);
     let real = format!("sha256:{:x}", Sha256::digest(std::fs::read(&exe)?));
     let mut bad = good.clone();

@@ -42,142 +42,94 @@ pub fn cases() -> Vec<Case> {
             id: "CAP-01",
             title: "core.fsmonitor runs inside the supervisor",
             guarantee: "the capture step is not an execution path",
-            script: Some(("py", CAP_01)),
+            script: Some(attack!("CAP-01.py")),
             judge: cap_01,
         },
         Case {
             id: "CAP-02",
             title: "Hooks triggered by read-only-looking git commands",
             guarantee: "the capture step is not an execution path",
-            script: Some(("py", CAP_02)),
+            script: Some(attack!("CAP-02.py")),
             judge: cap_02,
         },
         Case {
             id: "CAP-03",
             title: "Filter/diff drivers, include, pager, sshCommand, gpg.program",
             guarantee: "the capture step is not an execution path",
-            script: Some(("py", CAP_03)),
+            script: Some(attack!("CAP-03.py")),
             judge: cap_03,
         },
         Case {
             id: "CAP-04",
             title: "Hiding out-of-scope changes from the change listing",
             guarantee: "changes outside the scope are rejected",
-            script: Some(("py", CAP_04)),
+            script: Some(attack!("CAP-04.py")),
             judge: cap_04,
         },
         Case {
             id: "CAP-05",
             title: "Replacing .git, gitfile redirect, alternates, core.worktree",
             guarantee: "the capture step looks only at this workspace",
-            script: Some(("py", CAP_05)),
+            script: Some(attack!("CAP-05.py")),
             judge: cap_05,
         },
         Case {
             id: "CAP-06",
             title: "Submodules and nested repositories",
             guarantee: "capture is not an execution path; out-of-scope changes are rejected",
-            script: Some(("py", CAP_06)),
+            script: Some(attack!("CAP-06.py")),
             judge: cap_06,
         },
         Case {
             id: "CAP-07",
             title: "Symlinks in the change set",
             guarantee: "the capture step does not follow links out of the workspace",
-            script: Some(("py", CAP_07)),
+            script: Some(attack!("CAP-07.py")),
             judge: cap_07,
         },
         Case {
             id: "CAP-08",
             title: "Race during capture with a leftover process",
             guarantee: "capture happens only after every sandbox process is dead",
-            script: Some(("py", CAP_08)),
+            script: Some(attack!("CAP-08.py")),
             judge: cap_08,
         },
         Case {
             id: "CAP-09",
             title: "Hard links in the change set",
             guarantee: "the capture step is correct",
-            script: Some(("py", CAP_09)),
+            script: Some(attack!("CAP-09.py")),
             judge: cap_09,
         },
         Case {
             id: "CAP-10",
             title: "Control characters, ..-looking names, parser confusion",
             guarantee: "the scope check cannot be fooled by names",
-            script: Some(("py", CAP_10)),
+            script: Some(attack!("CAP-10.py")),
             judge: cap_10,
         },
         Case {
             id: "CAP-11",
             title: "Non-UTF-8, Unicode and case tricks, .git lookalikes",
             guarantee: "the scope check is byte-exact and drops nothing",
-            script: Some(("py", CAP_11)),
+            script: Some(attack!("CAP-11.py")),
             judge: cap_11,
         },
         Case {
             id: "CAP-12",
             title: "Huge, sparse and special files",
             guarantee: "the capture step is bounded, and nothing blocks it",
-            script: Some(("py", CAP_12)),
+            script: Some(attack!("CAP-12.py")),
             judge: cap_12,
         },
         Case {
             id: "CAP-13",
             title: "Files inside the scope that execute code later",
             guarantee: "the scope policy has no escape hatch through config files",
-            script: Some(("py", CAP_13)),
+            script: Some(attack!("CAP-13.py")),
             judge: cap_13,
         },
     ]
-}
-
-/// Helpers shared by every CAP attack (prepended after the prelude).
-macro_rules! py {
-    ($body:literal) => {
-        concat!(
-            r##"def step(label, fn):
-    try:
-        r = fn()
-        say(f"OK {label}" + (f" {r}" if r else ""))
-        return True
-    except OSError as e:
-        say(f"ERR {label}: {ename(e.errno)}")
-    except Exception as e:
-        say(f"ERR {label}: {type(e).__name__} {e}")
-    return False
-
-
-def w(path, data, mode="w", label=None):
-    def f():
-        d = os.path.dirname(path)
-        if d:
-            os.makedirs(d, exist_ok=True)
-        b = data if isinstance(data, bytes) else data.encode()
-        with open(path, mode + "b") as fh:
-            fh.write(b)
-    return step(label or f"write {path!r}", f)
-
-
-def sh(label, cmd):
-    rc, out = run(cmd)
-    say(f"{'OK' if rc == 0 else 'ERR'} {label}: rc={rc} {out.strip()[:300]!r}")
-    return rc == 0
-
-
-def mkexec(path, body):
-    if w(path, body):
-        step(f"chmod {path!r}", lambda: os.chmod(path, 0o755))
-
-
-MARK = ARGS[0] if ARGS else "/tmp/PWN-" + N
-PAY = f"touch {MARK}; false"
-HOOK = f"#!/bin/sh\ntouch {MARK}\n"
-"##,
-            $body,
-            "\nsay(\"DONE\")\nsys.exit(0)\n"
-        )
-    };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -443,21 +395,6 @@ fn control_naive(
 // ---------------------------------------------------------------------------------------------
 // CAP-01
 
-const CAP_01: &str = py!(r#"
-if len(ARGS) > 1 and ARGS[1] == "inscope":
-    # Variant B's run: only an in-scope change (the hostile state is in the canonical repo).
-    w("src/app.py", 'print("changed")\n', "a")
-else:
-    sh("GITDIR git config core.fsmonitor", f"git config core.fsmonitor '{PAY}'")
-    w(".git/config", f'[core]\n\tfsmonitor = "{PAY}"\n', "a", "GITDIR append .git/config")
-    # What the worker can write: a nested repository with a live fsmonitor, and a gitfile.
-    sh("git init src/nested", "git init -q src/nested")
-    sh("nested fsmonitor", f"git -C src/nested config core.fsmonitor '{PAY}'")
-    w("src/nested/a.txt", "x\n")
-    w("src/evil.cfg", f'[core]\n\tfsmonitor = "{PAY}"\n')
-    w("src/app.py", 'print("changed")\n', "a")
-"#);
-
 fn cap_01(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-01.py").args(["{MARK}"]);
     let run = ctx.run(&spec, &vars([("MARK", host_mark(ctx))]))?;
@@ -486,19 +423,6 @@ fn cap_01(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------------
 // CAP-02
 
-const CAP_02: &str = py!(r#"
-HOOKS = ["post-index-change", "reference-transaction", "pre-commit", "post-commit",
-         "post-checkout", "pre-auto-gc"]
-for h in HOOKS:
-    w(f".git/hooks/{h}", HOOK, label=f"GITDIR hook {h}")
-sh("GITDIR git config core.hooksPath", f"git config core.hooksPath {WS}/src/hooks")
-for h in HOOKS:
-    mkexec(f"src/hooks/{h}", HOOK)
-    mkexec(f"src/nested/.git/hooks/{h}", HOOK)
-step("touch -d 2001 src/app.py", lambda: os.utime("src/app.py", (978307200, 978307200)))
-w("src/app.py", 'print("changed")\n', "a")
-"#);
-
 fn cap_02(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-02.py").args(["{MARK}"]);
     let run = ctx.run(&spec, &vars([("MARK", host_mark(ctx))]))?;
@@ -526,24 +450,6 @@ fn cap_02(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-03
-
-const CAP_03: &str = py!(r#"
-ATTR = "* filter=x diff=x\n"
-w(".gitattributes", ATTR, "a")
-w("src/.gitattributes", ATTR)
-q = lambda s: "'" + s.replace("'", "'\\''") + "'"
-for k, v in [("filter.x.clean", f"sh -c {q('touch ' + MARK + '; cat')}"),
-             ("filter.x.smudge", f"sh -c {q('touch ' + MARK + '; cat')}"),
-             ("diff.x.textconv", f"sh -c {q('touch ' + MARK + '; cat')}"),
-             ("diff.external", f"touch {MARK}"), ("core.pager", f"touch {MARK}; cat"),
-             ("core.sshCommand", f"touch {MARK}"), ("gpg.program", f"touch {MARK}"),
-             ("commit.gpgsign", "true")]:
-    sh(f"GITDIR git config {k}", f"git config {k} {q(v)}")
-w(".git/config", "[include]\n\tpath = ../src/evil.cfg\n", "a", "GITDIR include")
-w("src/evil.cfg", f"[filter \"x\"]\n\tclean = sh -c 'touch {MARK}; cat'\n"
-  f"[diff \"x\"]\n\ttextconv = sh -c 'touch {MARK}; cat'\n")
-w("src/app.py", 'print("changed")\n', "a")
-"#);
 
 fn cap_03(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-03.py").args(["{MARK}"]);
@@ -578,31 +484,6 @@ fn cap_03(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-04
-
-const CAP_04: &str = py!(r#"
-w(".github/workflows/ci.yml", "run: curl x|sh\n", "a")
-w(".github/workflows/new.yml", "evil\n")
-# (a) a .gitignore that hides everything below .github/ (works with .git read-only)
-w(".github/.gitignore", "*\n")
-# (b) index flags
-sh("GITDIR assume-unchanged", "git update-index --assume-unchanged .github/workflows/ci.yml")
-sh("GITDIR skip-worktree", "git update-index --skip-worktree .github/workflows/ci.yml")
-# (c) excludes and untracked-file display
-w(".git/info/exclude", ".github/\n", "a", "GITDIR info/exclude")
-sh("GITDIR showUntrackedFiles", "git config status.showUntrackedFiles no")
-# (e) stat-cache tricks, then a same-size edit with the old mtime restored
-sh("GITDIR trustctime", "git config core.trustctime false && git config core.checkStat minimal")
-st = os.stat(".gitattributes")
-w(".gitattributes", "*.py TEXT\n")
-step("touch -r .gitattributes", lambda: os.utime(".gitattributes", ns=(st.st_atime_ns, st.st_mtime_ns)))
-# (f) a name the supervisor user's global excludes might hide
-w(".env", "TOKEN=x\n")
-# (d) staging, committing, moving HEAD, stashing
-sh("GITDIR git add", "git add -f .github")
-sh("GITDIR git commit", "git -c user.name=a -c user.email=a@b commit -qam x")
-sh("GITDIR git stash", "git stash -q")
-w("src/app.py", 'print("changed")\n', "a")
-"#);
 
 fn cap_04(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-04.py").args(["{MARK}"]);
@@ -646,20 +527,6 @@ fn cap_04(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-05
-
-const CAP_05: &str = py!(r#"
-if step("GITDIR mv .git .git.old", lambda: os.rename(".git", ".git.old")):
-    step("mv .git.old .git", lambda: os.rename(".git.old", ".git"))
-w(".git", "gitdir: /\n", label="GITDIR .git as a gitfile")
-w(".git/objects/info/alternates", "/root/.ssh\n/etc\n", "a", "GITDIR alternates")
-sh("GITDIR core.worktree", "git config core.worktree /")
-# What the worker can write: gitfiles and alternates in nested places.
-w("src/.git", "gitdir: /\n")
-w("src/other/.git", "gitdir: /etc\n")
-w("src/objects/info/alternates", "/etc\n")
-w(".github/workflows/ci.yml", "run: curl x|sh\n", "a")
-w("src/app.py", 'print("changed")\n', "a")
-"#);
 
 fn cap_05(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-05.py").args(["{MARK}"]);
@@ -714,23 +581,6 @@ fn cap_05(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-06
-
-const CAP_06: &str = py!(r#"
-# Swap the submodule's gitfile for a live repository with an fsmonitor.
-step("rm vendor/lib/.git", lambda: os.unlink("vendor/lib/.git"))
-sh("git init vendor/lib", "git init -q vendor/lib")
-sh("vendor/lib fsmonitor", f"git -C vendor/lib config core.fsmonitor '{PAY}'")
-w("vendor/lib/lib.txt", "changed\n")
-w(".gitmodules", f'[submodule "x"]\n\tpath = "x\r"\n\turl = ../x\n\tupdate = !touch {MARK}\n', "a")
-step("symlink x\\r", lambda: os.symlink(".git/modules/x/hooks", "x\r"))
-step("symlink src/h", lambda: os.symlink("../.git/modules/vendor/lib/hooks", "src/h"))
-sh("git init src/nested", "git init -q src/nested")
-sh("nested fsmonitor", f"git -C src/nested config core.fsmonitor '{PAY}'")
-mkexec("src/nested/.git/hooks/post-index-change", HOOK)
-w("src/nested/ok.txt", "fine\n")
-w("src/nested/secret.pem", "-----BEGIN PRIVATE KEY-----\n")
-w("src/app.py", 'print("changed")\n', "a")
-"#);
 
 fn cap_06(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-06.py").args(["{MARK}"]);
@@ -795,22 +645,6 @@ fn cap_06(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-07
-
-const CAP_07: &str = py!(r#"
-SECRET = ARGS[1]
-if len(ARGS) > 2 and ARGS[2] == "inscope":
-    step("symlink src/ok -> app.py", lambda: os.symlink("app.py", "src/ok"))
-    w("src/app.py", 'print("changed")\n', "a")
-else:
-    for name, target in [("src/a.txt", "/etc/shadow"), ("src/p", "/etc/passwd"),
-                         ("src/c", SECRET), ("src/rel", "../" * 12 + SECRET.lstrip("/")),
-                         ("src/k", "../../../../home/corral/.ssh/id_ed25519"),
-                         ("src/gh", "../.github"), ("src/e", "/proc/self/root/etc"),
-                         ("src/g", "../.git/config")]:
-        step(f"symlink {name} -> {target}", lambda n=name, t=target: os.symlink(t, n))
-    w("src/gh/workflows/x.yml", "evil\n")
-    w("src/app.py", 'print("changed")\n', "a")
-"#);
 
 fn cap_07(ctx: &mut Ctx) -> Result<Verdict> {
     let secret = ctx.dir.join("host-secret");
@@ -879,47 +713,6 @@ fn cap_07(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-08
-
-const CAP_08: &str = py!(r#"
-SECRET = ARGS[1]
-mode = ARGS[2] if len(ARGS) > 2 else "run"
-def flipper():
-    while True:
-        for t in ("/etc/passwd", SECRET):
-            try:
-                os.symlink(t, "src/x.lnk")
-                os.replace("src/x.lnk", "src/x")
-                with open("src/x.tmp", "w") as f:
-                    f.write("ok\n")
-                os.replace("src/x.tmp", "src/x")
-            except OSError:
-                pass
-pid = os.fork()
-if pid == 0:
-    os.setsid()
-    if os.fork() == 0:
-        for fd in (0, 1, 2):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        flipper()
-    os._exit(0)
-os.waitpid(pid, 0)
-if mode == "control":
-    # A naive capture while the leftover runs: read src/x, following links.
-    seen = set()
-    end = time.time() + 2
-    while time.time() < end:
-        try:
-            with open("src/x") as f:
-                seen.add(f.read(64).split("\n")[0])
-        except OSError:
-            pass
-    say("NAIVE-READ " + " | ".join(sorted(seen)))
-else:
-    time.sleep(0.5)
-"#);
 
 fn cap_08(ctx: &mut Ctx) -> Result<Verdict> {
     let secret = ctx.dir.join("host-secret");
@@ -1004,16 +797,6 @@ fn cap_08(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------------
 // CAP-09
 
-const CAP_09: &str = py!(r#"
-if step("GITDIR ln .git/config src/gitcfg", lambda: os.link(".git/config", "src/gitcfg")):
-    w("src/gitcfg", f"[core]\n\tfsmonitor = {PAY}\n", "a", "GITDIR append via src/gitcfg")
-step("ln src/app.py .github/workflows/ci2.yml", lambda: os.link("src/app.py", ".github/workflows/ci2.yml"))
-step("ln src/app.py src/alias.py", lambda: os.link("src/app.py", "src/alias.py"))
-step("ln /etc/hostname src/h", lambda: os.link("/etc/hostname", "src/h"))
-step("ln /etc/passwd src/pw", lambda: os.link("/etc/passwd", "src/pw"))
-w("src/app.py", 'print("changed")\n', "a")
-"#);
-
 fn cap_09(ctx: &mut Ctx) -> Result<Verdict> {
     let meta = |p: &str| {
         std::fs::metadata(p)
@@ -1060,16 +843,6 @@ fn cap_09(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-10
-
-const CAP_10: &str = py!(r#"
-for d in [".github/workflows/x -> src", "src-evil"]:
-    step(f"mkdir {d!r}", lambda d=d: os.makedirs(d, exist_ok=True))
-for name in ["src/a\nb", "src/\x1b[31mred", "src/a -> b", ".github/workflows/x -> src/ok.txt",
-             'src/"q"', "src/\ttab", "src/ ", "src/..\\..\\.github\\workflows\\x.yml",
-             "src/%2e%2e%2f.github", "src-evil/p.py", "srcX", "-rf",
-             f"--upload-pack=touch PWN-{N}", ".github/workflows/x -> src/inner.txt"]:
-    w(name, "x\n")
-"#);
 
 fn cap_10(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-10.py").args(["{MARK}"]);
@@ -1128,20 +901,6 @@ fn cap_10(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------------
 // CAP-11
 
-const CAP_11: &str = py!(r#"
-names = [b".github/workflows/\xff\xfe.yml", b"src/\xc3\x28", "src/e\u0301.txt".encode(),
-         "src/\u00e9.txt".encode(), "src/evil\u202egnp.sh".encode(), b"Src/x"]
-for d in [".GIT", ".Git", ".g\u200cit", "git~1", ".git.", ".git "]:
-    names.append(f"{d}/config".encode())
-    names.append(f"src/{d}/config".encode())
-for n in names:
-    def mk(n=n):
-        os.makedirs(os.path.dirname(n), exist_ok=True)
-        with open(n, "wb") as f:
-            f.write(b"x\n")
-    step(f"write {n!r}", mk)
-"#);
-
 fn cap_11(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-11.py").args(["{MARK}"]);
     let run = ctx.run(&spec, &vars([("MARK", host_mark(ctx))]))?;
@@ -1198,37 +957,6 @@ fn cap_11(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-12
-
-const CAP_12: &str = py!(r#"
-def sparse(path, sizes):
-    for s in sizes:
-        try:
-            with open(path, "wb") as f:
-                f.truncate(s)
-            return s
-        except OSError:
-            pass
-step("sparse src/sparse.bin", lambda: sparse("src/sparse.bin", [(1 << 63) - 1, 1 << 60, 1 << 40]))
-def big():
-    with open("src/big.bin", "wb") as f:
-        chunk = os.urandom(1 << 20)
-        for _ in range(int(ARGS[1])):
-            f.write(chunk)
-step("src/big.bin", big)
-step("mkfifo src/pipe", lambda: os.mkfifo("src/pipe"))
-def sock():
-    s = socket.socket(socket.AF_UNIX)
-    s.bind("src/sock")
-step("socket src/sock", sock)
-w(".git/refs/heads/b1", "x\n", label="GITDIR refs")
-step("GITDIR truncate .git/index", lambda: os.truncate(".git/index", 1 << 32))
-def many():
-    os.makedirs("src/many", exist_ok=True)
-    for i in range(3000):
-        with open(f"src/many/f{i}", "w") as f:
-            f.write(str(i))
-step("src/many 3000 files", many)
-"#);
 
 fn cap_12(ctx: &mut Ctx) -> Result<Verdict> {
     // 72 MiB of real data: over capture's 64 MiB per-file cap, inside the disk budget.
@@ -1305,29 +1033,6 @@ fn cap_12(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CAP-13
-
-const CAP_13: &str = py!(r#"
-FILES = {
-    ".envrc": f"touch {MARK}\n",
-    ".vscode/tasks.json": '{"version":"2.0.0","tasks":[{"label":"x","type":"shell","command":"touch ' + MARK + '","runOptions":{"runOn":"folderOpen"}}]}\n',
-    ".vscode/settings.json": '{"terminal.integrated.shellArgs.linux":["-c","touch ' + MARK + '"]}\n',
-    ".idea/workspace.xml": "<project/>\n",
-    ".github/workflows/x.yml": "on: push\n",
-    "Makefile": f"all:\n\ttouch {MARK}\n",
-    "package.json": '{"scripts":{"postinstall":"touch ' + MARK + '"}}\n',
-    ".pre-commit-config.yaml": "repos: []\n",
-    ".gitattributes": "* filter=x\n",
-    ".gitmodules": '[submodule "y"]\n\tpath = y\n\turl = ../y\n\tupdate = !touch ' + MARK + '\n',
-    ".mcp.json": '{"mcpServers":{"x":{"command":"touch","args":["' + MARK + '"]}}}\n',
-    ".claude/commands/x.md": f"!touch {MARK}\n",
-    ".bashrc": f"touch {MARK}\n",
-    ".gitconfig": f"[core]\n\tfsmonitor = touch {MARK}\n",
-    ".ripgreprc": "--pre=touch\n",
-    "src/.npmrc": f"script-shell=/bin/sh -c 'touch {MARK}'\n",
-}
-for p, body in FILES.items():
-    w(p, body)
-"#);
 
 fn cap_13(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = wide("CAP-13.py").args(["{MARK}"]);

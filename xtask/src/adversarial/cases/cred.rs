@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::fs::{canary_leaks, canary_py};
+use super::fs::canary_leaks;
 use super::{control_escapes, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{AS_NOBODY, Control, Ctx, RunObs, RunSpec, set_mode};
@@ -18,49 +18,49 @@ pub fn cases() -> Vec<Case> {
             id: "CRED-01",
             title: "Environment scrubbing, including /proc/*/environ",
             guarantee: "the worker's environment is an allowlist",
-            script: Some(("py", CRED_01)),
+            script: Some(attack!("CRED-01.py")),
             judge: cred_01,
         },
         Case {
             id: "CRED-02",
             title: "docker, containerd and podman sockets",
             guarantee: "no container engine socket",
-            script: Some(("py", CRED_02)),
+            script: Some(attack!("CRED-02.py")),
             judge: cred_02,
         },
         Case {
             id: "CRED-03",
             title: "ssh-agent, gpg-agent and keyring daemons",
             guarantee: "no agent socket",
-            script: Some(("py", CRED_03)),
+            script: Some(attack!("CRED-03.py")),
             judge: cred_03,
         },
         Case {
             id: "CRED-04",
             title: "Cloud and tool credential files",
             guarantee: "no credential file of the host user",
-            script: Some(("py", CRED_04)),
+            script: Some(attack!("CRED-04.py")),
             judge: cred_04,
         },
         Case {
             id: "CRED-05",
             title: "Credentials inside the workspace's own .git",
             guarantee: "the repository's credentials never reach the sandbox",
-            script: Some(("py", CRED_05)),
+            script: Some(attack!("CRED-05.py")),
             judge: cred_05,
         },
         Case {
             id: "CRED-06",
             title: "Kernel keyring",
             guarantee: "no access to the kernel keyring",
-            script: Some(("py", CRED_06)),
+            script: Some(attack!("CRED-06.py")),
             judge: cred_06,
         },
         Case {
             id: "CRED-07",
             title: "Other processes through /proc, ptrace and process_vm_readv",
             guarantee: "no view of other processes",
-            script: Some(("py", CRED_07)),
+            script: Some(attack!("CRED-07.py")),
             judge: cred_07,
         },
     ]
@@ -100,32 +100,6 @@ fn run_dir(ctx: &mut Ctx) -> Result<PathBuf> {
 
 // ---------------------------------------------------------------------------------------------
 // CRED-01
-
-const CRED_01: &str = r#"C = f"CANARY-{N}"
-allowed = set(ARGS[0].split(","))
-names = sorted(os.environ)
-say(f"env names: {names}")
-for k in names:
-    if k not in allowed:
-        esc(f"env name {k} is not on the allowlist")
-    if C in os.environ[k]:
-        esc(f"env value of {k} holds the canary")
-hits = 0
-for p in sorted(os.listdir("/proc")):
-    if not p.isdigit():
-        continue
-    for f in ("environ", "cmdline"):
-        try:
-            with open(f"/proc/{p}/{f}", "rb") as h:
-                b = h.read()
-        except OSError as e:
-            say(f"/proc/{p}/{f}: {ename(e.errno)}")
-            continue
-        if C.encode() in b:
-            hits += 1
-            esc(f"/proc/{p}/{f} holds the canary")
-say(f"canary count {hits}")
-"#;
 
 const ALLOWED_ENV: &str = "PATH,HOME,TMPDIR,LANG,LC_CTYPE,PWD,SHLVL,_";
 
@@ -189,39 +163,6 @@ fn cred_01(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CRED-02
-
-const CRED_02: &str = r#"import glob
-mode, targets = ARGS[0], ARGS[1:]
-socks = [t for t in targets if t.startswith("/")]
-tcps = [t for t in targets if not t.startswith("/")]
-if mode == "std":
-    socks += ["/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
-              "/run/podman/podman.sock", "/var/run/crio/crio.sock", "/run/buildkit/buildkitd.sock",
-              *glob.glob("/run/user/*/docker.sock"), *glob.glob("/run/user/*/podman/podman.sock")]
-    tcps += ["127.0.0.1:2375", "127.0.0.1:2376"]
-    for k in ("DOCKER_HOST", "CONTAINER_HOST", "XDG_RUNTIME_DIR"):
-        say(f"{k}={os.environ.get(k)}")
-for p in socks:
-    try:
-        say(f"ls {p}: mode {oct(os.lstat(p).st_mode)}")
-    except OSError as e:
-        say(f"ls {p}: {ename(e.errno)}")
-    r = tryconnect("u", p)
-    say(f"connect {p}: {r}")
-    if r == "CONNECTED":
-        esc(f"connected to the engine socket {p}")
-for t in tcps:
-    host, port = t.rsplit(":", 1)
-    r = tryconnect("4", host, port)
-    say(f"connect {t}: {r}")
-    if r == "CONNECTED":
-        esc(f"connected to the engine port {t}")
-if mode == "std":
-    rc, out = run("docker version 2>&1; DOCKER_HOST=tcp://127.0.0.1:2375 docker ps 2>&1", timeout=10)
-    say(f"docker: {out.strip()[:300]}")
-    if "Server:" in out:
-        esc("docker version reached a server")
-"#;
 
 fn cred_02(ctx: &mut Ctx) -> Result<Verdict> {
     let rd = run_dir(ctx)?;
@@ -287,36 +228,6 @@ fn cred_02(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CRED-03
-
-const CRED_03: &str = r#"mode, targets = ARGS[0], ARGS[1:]
-socks = list(targets)
-say(f"SSH_AUTH_SOCK={os.environ.get('SSH_AUTH_SOCK')}")
-rc, out = run("ssh-add -l 2>&1", timeout=5)
-say(f"ssh-add -l: rc {rc} {out.strip()[:200]}")
-if rc in (0, 1) and "Could not open" not in out and "Error connecting" not in out:
-    esc("ssh-add -l talked to an agent")
-if mode == "walk":
-    for root, dirs, files in os.walk("/"):
-        dirs[:] = [d for d in dirs if os.path.join(root, d) not in
-                   ("/proc", "/sys", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/dev")]
-        for f in files + dirs:
-            if f.startswith("agent.") or f.endswith(".agent") or f.startswith("S.gpg-agent") or f == "bus":
-                socks.append(os.path.join(root, f))
-for sk in socks:
-    rc, out = run(f"SSH_AUTH_SOCK={sk} ssh-add -L 2>&1", timeout=5)
-    say(f"ssh-add -L via {sk}: rc {rc} {out.strip()[:300]}")
-    if rc == 0:
-        esc(f"ssh-add -L listed keys via {sk}")
-    r = tryconnect("u", sk)
-    say(f"connect {sk}: {r}")
-    if r == "CONNECTED":
-        esc(f"connected to the agent socket {sk}")
-if mode == "walk":
-    rc, out = run("gpg-connect-agent --no-autostart 'keyinfo --list' /bye 2>&1", timeout=5)
-    say(f"gpg-connect-agent: rc {rc} {out.strip()[:200]}")
-    if "KEYINFO" in out:
-        esc("gpg-agent listed keys")
-"#;
 
 fn cred_03(ctx: &mut Ctx) -> Result<Verdict> {
     let rd = run_dir(ctx)?;
@@ -417,30 +328,6 @@ fn cred_03(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------------
 // CRED-04
 
-const CRED_04: &str = concat!(
-    canary_py!(),
-    r#"
-mode, paths = ARGS[0], ARGS[1:]
-REL = [".aws/credentials", ".config/gcloud/application_default_credentials.json",
-       ".azure/accessTokens.json", ".kube/config", ".docker/config.json", ".netrc",
-       ".git-credentials", ".gitconfig", ".npmrc", ".pypirc", ".config/gh/hosts.yml"]
-if mode == "walk":
-    for r in REL:
-        show(os.path.expanduser("~/" + r))
-    show("/var/run/secrets/kubernetes.io/serviceaccount/token")
-for p in paths:
-    show(p)
-if mode == "walk":
-    for cmd in ("git config --global -l", "git credential fill </dev/null", "gh auth token",
-                "aws configure list"):
-        rc, out = run(f"{cmd} 2>&1", timeout=5)
-        say(f"{cmd}: rc {rc} {out.strip()[:200]}")
-        if C in out:
-            esc(f"{cmd} printed the canary")
-    walk("/", SKIP)
-"#
-);
-
 const CRED_FILES: &[&str] = &[
     ".aws/credentials",
     ".config/gcloud/application_default_credentials.json",
@@ -498,34 +385,6 @@ fn cred_04(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------------
 // CRED-05
 
-const CRED_05: &str = concat!(
-    canary_py!(),
-    r#"
-import base64
-B = base64.b64encode(f"x-access-token:{C}".encode()).decode()
-rc, out = run("git config -l --show-origin 2>&1")
-say(f"git config -l: {out.strip()[:600]}")
-rc, out2 = run("git -C vendor/lib config -l --show-origin 2>&1; git remote -v 2>&1")
-say(f"submodule/remote: {out2.strip()[:300]}")
-for t in (out, out2):
-    if C in t or B in t:
-        esc("git config printed the repository credentials")
-found = 0
-for root, dirs, files in os.walk(WS):
-    for f in files:
-        p = os.path.join(root, f)
-        try:
-            with open(p, "rb") as h:
-                data = h.read()
-        except OSError:
-            continue
-        if C.encode() in data:
-            esc(f"canary in {p}")
-        if B.encode() in data:
-            esc(f"base64 token in {p}")
-"#
-);
-
 fn cred_05(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = RunSpec::new("CRED-05.py");
     let run = ctx.run(&spec, &BTreeMap::new())?;
@@ -548,29 +407,6 @@ fn cred_05(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CRED-06
-
-const CRED_06: &str = r#"desc = f"sbx_{N}".encode()
-# A session keyring of our own (outside: a throwaway one; inside: must be refused).
-must_block("keyctl(JOIN_SESSION_KEYRING)", 250, 1, 0)
-must_block("keyctl(GET_KEYRING_ID, @u)", 250, 0, -4, 0)
-must_block("keyctl(SEARCH @u user sbx_N)", 250, 10, -4, b"user", desc, 0, also=())
-must_block("request_key(user, sbx_N)", 249, b"user", desc, 0, -3)
-r, e = must_block("add_key(user, @s)", 248, b"user", b"k0", "z:1", 1, -3)
-if r >= 0 and ARGS[0] == "flood":  # never in the control: it would use up 65534's key quota
-    for i in range(1, 300):
-        r2, e2 = scall(248, b"user", f"k{i}".encode(), "z:1", 1, -3)
-        if r2 < 0:
-            say(f"add_key #{i}: {e2}")
-            break
-try:
-    with open("/proc/keys") as h:
-        keys = h.read()
-    say(f"/proc/keys: {keys.strip()[:400]}")
-    if f"sbx_{N}" in keys:
-        esc(f"/proc/keys shows the host user's key sbx_{N} (its description, uid and permissions)")
-except OSError as e:
-    say(f"/proc/keys: {ename(e.errno)}")
-"#;
 
 /// Runs a tiny python program as 65534 (the sandbox uid) on the host.
 fn as_nobody(code: &str) -> Result<String> {
@@ -657,26 +493,6 @@ fn cred_06(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------------
 // CRED-07
-
-const CRED_07: &str = r#"target = int(ARGS[0])
-pids = [p for p in os.listdir("/proc") if p.isdigit()]
-say(f"{len(pids)} pids: {sorted(pids, key=int)[:40]}")
-if len(pids) >= 30:
-    esc(f"{len(pids)} processes visible in /proc")
-for p in pids:
-    for f in ("cmdline", "environ"):
-        try:
-            with open(f"/proc/{p}/{f}", "rb") as h:
-                b = h.read()
-        except OSError:
-            continue
-        if f"sbx-canary-{N}".encode() in b or f"CANARY-{N}".encode() in b:
-            esc(f"/proc/{p}/{f} shows the canary process")
-for pid in sorted({1, target}):
-    must_block(f"ptrace(PTRACE_ATTACH, {pid})", 101, 16, pid, 0, 0, also=("ESRCH",) if pid != 1 else ())
-    must_block(f"process_vm_readv({pid})", 310, pid, "z:16", 1, "z:16", 1, 0,
-               also=("ESRCH",) if pid != 1 else ())
-"#;
 
 fn cred_07(ctx: &mut Ctx) -> Result<Verdict> {
     let c = ctx.canary();

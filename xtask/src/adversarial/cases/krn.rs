@@ -25,42 +25,42 @@ pub fn cases() -> Vec<Case> {
             id: "KRN-01",
             title: "Terminal injection: TIOCSTI (and 64-bit), TIOCLINUX, TIOCCONS, TIOCSETD",
             guarantee: "process isolation; nothing executes in the supervisor's terminal",
-            script: Some(("py", KRN_01)),
+            script: Some(attack!("KRN-01.py")),
             judge: krn_01,
         },
         Case {
             id: "KRN-02",
             title: "io_uring as a seccomp bypass",
             guarantee: "network and filesystem enforcement (io_uring unavailable)",
-            script: Some(("py", KRN_02)),
+            script: Some(attack!("KRN-02.py")),
             judge: krn_02,
         },
         Case {
             id: "KRN-03",
             title: "userfaultfd, perf_event_open, bpf, keyctl and module loading",
             guarantee: "a reduced kernel attack surface",
-            script: Some(("py", KRN_03)),
+            script: Some(attack!("KRN-03.py")),
             judge: krn_03,
         },
         Case {
             id: "KRN-04",
             title: "ia32 and x32 syscall ABIs",
             guarantee: "seccomp rules cannot be sidestepped",
-            script: Some(("sh", KRN_04)),
+            script: Some(attack!("KRN-04.sh")),
             judge: krn_04,
         },
         Case {
             id: "KRN-05",
             title: "Filters that compare arguments whole instead of masking flags",
             guarantee: "seccomp rules cannot be sidestepped",
-            script: Some(("py", KRN_05)),
+            script: Some(attack!("KRN-05.py")),
             judge: krn_05,
         },
         Case {
             id: "KRN-06",
             title: "Module autoload through rare socket families",
             guarantee: "a reduced kernel attack surface",
-            script: Some(("py", KRN_06)),
+            script: Some(attack!("KRN-06.py")),
             judge: krn_06,
         },
     ]
@@ -86,54 +86,6 @@ fn kernel_config(option: &str) -> Option<bool> {
 
 // ---------------------------------------------------------------------------------------
 // KRN-01
-
-const KRN_01: &str = r#"import fcntl, struct, termios
-# argv: N [control]. "control" (the harness's pty outside the sandbox) skips TIOCLINUX,
-# TIOCCONS and TIOCSETD: TIOCCONS would redirect the host console.
-control = "control" in ARGS
-text = f"touch /tmp/PWN-{N}\n".encode()
-SAFE = {"EPERM", "EIO", "ENOTTY"}
-fds = {0, 1, 2}
-for name in os.listdir("/proc/self/fd"):
-    try:
-        if os.isatty(int(name)):
-            fds.add(int(name))
-    except (OSError, ValueError):
-        pass
-
-
-def check(label, r, e):
-    if r >= 0 or e not in SAFE:
-        esc(f"{label} returned {r} {e}")
-    else:
-        say(f"{label}: {e}")
-
-
-for fd in sorted(fds):
-    try:
-        say(f"fd {fd}: {'a tty' if os.isatty(fd) else 'not a tty'} ({os.readlink(f'/proc/self/fd/{fd}')})")
-    except OSError as ex:
-        say(f"fd {fd}: {ename(ex.errno)}")
-    try:
-        for c in text:
-            fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))
-        esc(f"TIOCSTI fd {fd} injected {len(text)} bytes")
-    except OSError as ex:
-        check(f"TIOCSTI fd {fd}", -1, ename(ex.errno))
-    check(f"TIOCSTI 64-bit fd {fd}", *scall(16, fd, 0x100005412, b"x"))
-    if control:
-        continue
-    check(f"TIOCLINUX setsel fd {fd}", *scall(16, fd, 0x541C, struct.pack("=bHHHHH", 2, 0, 0, 10, 0, 0)))
-    check(f"TIOCLINUX paste fd {fd}", *scall(16, fd, 0x541C, bytes([3])))
-    check(f"TIOCCONS fd {fd}", *scall(16, fd, 0x541D, 0))
-    check(f"TIOCSETD N_HDLC fd {fd}", *scall(16, fd, 0x5423, struct.pack("i", 13)))
-try:
-    t = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
-    esc(f"/dev/tty opened (fd {t})")
-    os.close(t)
-except OSError as ex:
-    say(f"/dev/tty: {ename(ex.errno)}")
-"#;
 
 /// Runs a command with a fresh pty as its controlling terminal and stdin (stdout and stderr
 /// go to files in `dir`); afterwards reads back whatever input reached the pty (the victim's
@@ -355,13 +307,6 @@ fn krn_01(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------
 // KRN-02
 
-const KRN_02: &str = r#"r, e = must_block("io_uring_setup", 425, 4, "z:120")
-if r >= 0:
-    os.close(r)
-must_block("io_uring_enter", 426, -1, 0, 0, 0, 0, 0)
-must_block("io_uring_register", 427, -1, 0, 0, 0)
-"#;
-
 fn krn_02(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = RunSpec::new("KRN-02.py");
     let v = vars([]);
@@ -394,29 +339,6 @@ fn krn_02(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------
 // KRN-03
-
-const KRN_03: &str = r#"import re
-CALLS = [
-    ("userfaultfd(UFFD_USER_MODE_ONLY)", 323, (0x80001,)),
-    ("perf_event_open", 298, ("z:128", 0, -1, -1, 0)),
-    ("bpf(BPF_MAP_CREATE)", 321, (0, "z:128", 128)),
-    ("keyctl(GET_KEYRING_ID user)", 250, (0, -4, 0)),
-    ("open_by_handle_at", 304, (-100, "z:64", 0)),
-    ("init_module", 175, (0, 0, b"")),
-    ("kexec_load", 246, (0, 0, 0, 0)),
-]
-for label, nr, args in CALLS:
-    r, e = must_block(label, nr, *args)
-    if r >= 0 and not label.startswith("keyctl"):
-        os.close(r)
-rc, out = run("perf stat -x, -e task-clock,cycles true")
-for line in out.splitlines():
-    f = line.split(",")
-    if len(f) > 2 and re.match(r"^[0-9.]+$", f[0]):
-        esc(f"perf stat counted: {line}")
-    elif line.strip():
-        say(f"perf stat: {line}")
-"#;
 
 fn krn_03(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = RunSpec::new("KRN-03.py");
@@ -494,89 +416,6 @@ fn krn_03(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------
 // KRN-04
-
-const KRN_04: &str = r#"# The attack is a C program (below). `KRN-04.sh N --compile OUT` compiles it (the harness
-# does that outside and runs OUT as the preset's executable); without --compile the script
-# compiles it into $TMPDIR and runs it.
-SRC=$(cat <<'EOF'
-#define _GNU_SOURCE
-#include <errno.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-static const char *N;
-static unsigned *a;
-
-static long ia32(long nr, long b, long c, long d, long s) {
-    long r;
-    asm volatile("int $0x80" : "=a"(r) : "a"(nr), "b"(b), "c"(c), "d"(d), "S"(s) : "memory");
-    return r;
-}
-
-/* Each call in its own child: a filter that kills (SIGSYS) ends only that child. */
-static void probe(const char *label, int which) {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        long r = 0;
-        switch (which) {
-        case 0: r = ia32(20, 0, 0, 0, 0); break;                 /* ia32 getpid */
-        case 1: r = ia32(102, 1, (long)a, 0, 0); break;          /* socketcall(SOCKET, AF_UNIX) */
-        case 2: r = ia32(359, 1, 1, 0, 0); break;                /* ia32 socket(AF_UNIX) */
-        case 3: r = ia32(310, 0x10000000, 0, 0, 0); break;       /* unshare(CLONE_NEWUSER) */
-        case 4: r = ia32(26, 16, 1, 0, 0); break;                /* ptrace(ATTACH, 1) */
-        case 5: r = syscall(0x40000000 | 41, 1, 1, 0);           /* x32 socket(AF_UNIX) */
-                if (r < 0) r = -errno; break;
-        case 6: r = syscall(0x40000000 | 272, 0x10000000);       /* x32 unshare(NEWUSER) */
-                if (r < 0) r = -errno; break;
-        }
-        if (r >= 0 || (r != -EPERM && r != -ENOSYS && r != -EACCES))
-            printf("ESC-%s %s returned %ld (%s)\n", N, label, r, r < 0 ? strerror(-r) : "OK");
-        else
-            printf("%s: %ld (%s)\n", label, r, strerror(-r));
-        fflush(stdout);
-        _exit(0);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
-    if (WIFSIGNALED(st))
-        printf("%s: killed by signal %d%s\n", label, WTERMSIG(st),
-               WTERMSIG(st) == SIGSYS ? " (SIGSYS)" : "");
-}
-
-int main(int argc, char **argv) {
-    N = argc > 1 ? argv[1] : "?";
-    struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    a = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
-    if (a == MAP_FAILED) { perror("mmap"); return 1; }
-    a[0] = 1; a[1] = 1; a[2] = 0;
-    probe("ia32 getpid", 0);
-    probe("ia32 socketcall(AF_UNIX)", 1);
-    probe("ia32 socket(AF_UNIX)", 2);
-    probe("ia32 unshare(NEWUSER)", 3);
-    probe("ia32 ptrace(ATTACH,1)", 4);
-    probe("x32 socket(AF_UNIX)", 5);
-    probe("x32 unshare(NEWUSER)", 6);
-    printf("done\n");
-    return 0;
-}
-EOF
-)
-if [ "$1" = "--compile" ]; then
-    printf '%s\n' "$SRC" | gcc -O0 -x c -o "$2" - || exit 1
-    exit 0
-fi
-out="${TMPDIR:-/tmp}/krn04-$N"
-printf '%s\n' "$SRC" | gcc -O0 -x c -o "$out" - && exec "$out" "$N"
-"#;
 
 fn krn_04(ctx: &mut Ctx) -> Result<Verdict> {
     if kernel_config("CONFIG_IA32_EMULATION") == Some(false)
@@ -670,18 +509,6 @@ fn krn_04(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------
 // KRN-05
 
-const KRN_05: &str = r#"must_block("unshare(CLONE_NEWUSER|1<<40)", 272, 0x10010000000)
-must_block("clone3", 435, 0, 0)
-must_block("setns", 308, -1, 0)
-r, e = must_block("open_tree", 428, -100, b"/", 0)
-if r >= 0:
-    os.close(r)
-must_block("mount_setattr", 442, -1, b"", 0, 0, 0)
-must_block("unshare(CLONE_NEWNS|1<<32)", 272, 0x100020000)
-# Last: outside, this one succeeds and moves the control into a new user namespace.
-must_block("unshare(CLONE_NEWUSER)", 272, 0x10000000)
-"#;
-
 fn krn_05(ctx: &mut Ctx) -> Result<Verdict> {
     let spec = RunSpec::new("KRN-05.py");
     let v = vars([]);
@@ -724,28 +551,6 @@ fn krn_05(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------
 // KRN-06
-
-const KRN_06: &str = r#"FAMS = [3, 4, 5, 6, 9, 11, 12, 19, 20, 21, 23, 24, 26, 27, 29, 30, 31, 33, 34, 35,
-        36, 37, 39, 41, 42, 43, 44, 45]
-for af in FAMS:
-    row = []
-    for t in (1, 2, 3, 5):
-        try:
-            s = socket.socket(af, t)
-            s.close()
-            esc(f"af={af} t={t} OK")
-            row.append(f"t{t}=OK")
-        except OSError as ex:
-            row.append(f"t{t}={ename(ex.errno)}")
-    say(f"RES af={af} " + " ".join(row))
-# Inside the policy (AF_INET), but the protocols are autoloaded modules on most kernels.
-for label, args in (("DCCP socket(2,6,0)", (2, 6, 0)), ("SCTP socket(2,1,132)", (2, 1, 132))):
-    try:
-        socket.socket(*args).close()
-        say(f"INET {label}: OK")
-    except OSError as ex:
-        say(f"INET {label}: {ename(ex.errno)}")
-"#;
 
 fn res_lines(out: &str) -> BTreeMap<String, String> {
     out.lines()

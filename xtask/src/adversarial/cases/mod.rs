@@ -17,6 +17,17 @@ use anyhow::Result;
 
 use super::harness::{CtlObs, Ctx, RunObs, RunSpec};
 
+/// One attack script of `tests/adversarial/attacks/`, the single source (lintable, runnable
+/// by hand), embedded so the suite also runs without a checkout: `(file name, source)`.
+macro_rules! attack {
+    ($file:literal) => {
+        (
+            $file,
+            include_str!(concat!("../../../../tests/adversarial/attacks/", $file)),
+        )
+    };
+}
+
 mod adm;
 mod cap;
 mod cred;

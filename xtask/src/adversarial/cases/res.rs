@@ -35,70 +35,70 @@ pub fn cases() -> Vec<Case> {
             id: "RES-CPU-01",
             title: "Busy loops on all cores, a fork chain, and RT priority",
             guarantee: "CPU limit: the cgroup quota and cpu_seconds hold; no RT or negative nice",
-            script: Some(("sh", RES_CPU_01)),
+            script: Some(attack!("RES-CPU-01.sh")),
             judge: res_cpu_01,
         },
         Case {
             id: "RES-MEM-01",
             title: "Anonymous memory balloon and oom_score_adj -1000",
             guarantee: "memory limit: OOM-killed inside the run's cgroup, corral reports it",
-            script: Some(("py", RES_MEM_01)),
+            script: Some(attack!("RES-MEM-01.py")),
             judge: res_mem_01,
         },
         Case {
             id: "RES-MEM-02",
             title: "tmpfs and memfd balloons charged outside the limit",
             guarantee: "memory and disk limits cover /dev/shm, /tmp, memfd; nothing outlives the run",
-            script: Some(("py", RES_MEM_02)),
+            script: Some(attack!("RES-MEM-02.py")),
             judge: res_mem_02,
         },
         Case {
             id: "RES-MEM-03",
             title: "SysV and POSIX IPC that persist after the run",
             guarantee: "IPC objects die with the sandbox's IPC namespace; memory returns",
-            script: Some(("py", RES_MEM_03)),
+            script: Some(attack!("RES-MEM-03.py")),
             judge: res_mem_03,
         },
         Case {
             id: "RES-DISK-01",
             title: "Filling the workspace and the holes of a sparse file",
             guarantee: "writable-disk limit: ENOSPC at disk_bytes; corral still writes its result",
-            script: Some(("py", RES_DISK_01)),
+            script: Some(attack!("RES-DISK-01.py")),
             judge: res_disk_01,
         },
         Case {
             id: "RES-DISK-02",
             title: "Writes outside the workspace",
             guarantee: "one shared disk cap covers every writable place; nothing persists on the host",
-            script: Some(("py", RES_DISK_02)),
+            script: Some(attack!("RES-DISK-02.py")),
             judge: res_disk_02,
         },
         Case {
             id: "RES-DISK-03",
             title: "Unlinked open file to defeat du-based accounting",
             guarantee: "writable-disk limit enforced by a size-capped mount, not by du",
-            script: Some(("py", RES_DISK_03)),
+            script: Some(attack!("RES-DISK-03.py")),
             judge: res_disk_03,
         },
         Case {
             id: "RES-DISK-04",
             title: "Running out of inodes, and a 20000-level tree",
             guarantee: "inode cap; capture stays bounded and never skips a deep entry",
-            script: Some(("py", RES_DISK_04)),
+            script: Some(attack!("RES-DISK-04.py")),
             judge: res_disk_04,
         },
         Case {
             id: "RES-PID-01",
             title: "Fork bomb and thread bomb",
             guarantee: "process limit: pids.max holds; the host and corral stay responsive",
-            script: Some(("py", RES_PID_01)),
+            script: Some(attack!("RES-PID-01.py")),
             judge: res_pid_01,
         },
         Case {
             id: "RES-PID-02",
             title: "Exhausting per-user counters the host user shares",
             guarantee: "resource limits do not spill onto a host user or another sandbox",
-            script: Some(("py", RES_PID_02)),
+            script: Some(attack!("RES-PID-02.py")),
             judge: res_pid_02,
         },
     ]
@@ -107,327 +107,6 @@ pub fn cases() -> Vec<Case> {
 // ---------------------------------------------------------------------------------------
 // Attack scripts
 // ---------------------------------------------------------------------------------------
-
-const RES_CPU_01: &str = r#"MODE="${1:-full}"
-if chrt -f 99 true 2>/dev/null; then esc "chrt -f 99 succeeded"; else echo "chrt -f 99: refused"; fi
-if renice -n -20 -p $$ >/dev/null 2>&1; then esc "renice -n -20 succeeded"; else echo "renice -n -20: refused"; fi
-python3 - "$N" <<'EOF'
-import errno, os, sys
-try:
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50))
-    print(f"ESC-{sys.argv[1]} sched_setscheduler SCHED_FIFO 50 succeeded", flush=True)
-except OSError as e:
-    print("sched_setscheduler SCHED_FIFO:", errno.errorcode.get(e.errno, e.errno), flush=True)
-EOF
-[ "$MODE" = sched ] && exit 0
-# The first loop, then the mark: forking the other 63 may itself use up the 2 s budget
-# where fork is slow (an emulated guest), and the attack is under way from the first loop.
-(while :; do :; done) &
-echo "busy loops started"
-i=1
-while [ $i -lt 64 ]; do (while :; do :; done) & i=$((i + 1)); done
-# A fresh process every 0.9 s: a per-process RLIMIT_CPU alone never catches it.
-(while :; do timeout 0.9 sh -c 'while :; do :; done'; done) &
-echo "all 64 busy loops and the fork chain started"
-sleep 20
-echo "still alive after 20 s"
-"#;
-
-const RES_MEM_01: &str = r#"mode, target, limit = ARGS[0], int(ARGS[1]), int(ARGS[2])
-adj = ARGS[3] if len(ARGS) > 3 else "-1000"
-try:
-    with open("/proc/self/oom_score_adj", "w") as f:
-        f.write(adj)
-    esc(f"oom_score_adj {adj} accepted")
-except OSError as e:
-    say(f"oom_score_adj {adj}: {ename(e.errno)}")
-if mode == "oomadj":
-    sys.exit(0)
-chunks, got = [], 0
-while got < target:
-    chunks.append(b"\x01" * (16 << 20))
-    got += 16 << 20
-    say(f"BALLOON {got}")
-    if got > limit:
-        esc(f"balloon holds {got >> 20} MiB, above the {limit >> 20} MiB limit")
-say("BALLOON done")
-"#;
-
-const RES_MEM_02: &str = r#"memfd_bytes = int(ARGS[0])
-
-
-def fill(path, cap):
-    got, err = 0, "OK"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as e:
-        return 0, ename(e.errno)
-    buf = b"\0" * (1 << 20)
-    try:
-        while got < cap:
-            got += os.write(fd, buf[: min(len(buf), cap - got)])
-    except OSError as e:
-        err = ename(e.errno)
-    os.close(fd)
-    return got, err
-
-
-for spec in ARGS[1:]:
-    d, cap = spec.rsplit("=", 1)
-    got, err = fill(f"{d}/fill-{N}", int(cap))
-    say(f"FILL {d} {got} {err}")
-code = """import errno, os, sys
-fd, n, step, at = os.memfd_create("balloon"), int(sys.argv[1]), 16 << 20, 0
-try:
-    while at < n:
-        os.posix_fallocate(fd, at, step)
-        at += step
-        print("MEMFD_AT", at, flush=True)
-    print("MEMFD", n, "OK", flush=True)
-except OSError as e:
-    print("MEMFD", n, errno.errorcode.get(e.errno, e.errno), flush=True)
-"""
-# The child reports straight to stdout: an OOM kill of either process keeps what it said.
-rc = subprocess.run([sys.executable, "-c", code, str(memfd_bytes)], timeout=30).returncode
-say(f"MEMFD_RC {rc}")
-"#;
-
-const RES_MEM_03: &str = r#"size = int(ARGS[0])
-key = int(N[:8], 16) & 0x7FFFFFFF
-l = ctypes.CDLL(None, use_errno=True)
-l.shmat.restype = ctypes.c_void_p
-l.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
-l.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
-l.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-IPC_CREAT_0600 = 0o1600
-r = l.msgget(key, IPC_CREAT_0600)
-say(f"MSG {r} {ename(ctypes.get_errno()) if r < 0 else 'OK'}")
-r = l.semget(key, 1, IPC_CREAT_0600)
-say(f"SEM {r} {ename(ctypes.get_errno()) if r < 0 else 'OK'}")
-try:
-    fd = os.open(f"/dev/shm/psx-{N}", os.O_CREAT | os.O_RDWR, 0o600)
-    os.ftruncate(fd, 1 << 20)
-    os.write(fd, b"x" * 4096)
-    say("PSXSHM OK")
-except OSError as e:
-    say(f"PSXSHM {ename(e.errno)}")
-r = l.mq_open(f"/mq-{N}".encode(), os.O_CREAT | os.O_RDWR, 0o600, None)
-say(f"MQ {r} {ename(ctypes.get_errno()) if r < 0 else 'OK'}")
-i = l.shmget(key, size, IPC_CREAT_0600)
-say(f"SHM {i} {ename(ctypes.get_errno()) if i < 0 else 'OK'} key {key:#x}")
-say(run("ipcs -a")[1])
-if i >= 0:
-    p = l.shmat(i, None, 0)
-    if p is not None and p != ctypes.c_void_p(-1).value:
-        ctypes.memset(p, 1, size)
-        say(f"SHM touched {size}")
-"#;
-
-const RES_DISK_01: &str = r#"d, fall, cap = ARGS[0], ARGS[1], int(ARGS[2])
-big, sp = f"{d}/big-{N}", f"{d}/sp-{N}"
-
-
-def fill(path, offset, cap):
-    got, err = 0, "OK"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    except OSError as e:
-        return 0, ename(e.errno)
-    buf = b"\0" * (4 << 20)
-    try:
-        os.lseek(fd, offset, os.SEEK_SET)
-        while got < cap:
-            got += os.write(fd, buf[: min(len(buf), cap - got)])
-    except OSError as e:
-        err = ename(e.errno)
-    os.close(fd)
-    return got, err
-
-
-rc, out = run(f"fallocate -l {fall} {big}")
-say(f"FALLOCATE rc={rc} {out.strip()}")
-if rc != 0:
-    got, err = fill(big, 0, cap)
-    say(f"WROTE big {got} {err}")
-# Room for the second attack (the corpus runs them back to back on a full disk).
-try:
-    os.unlink(big)
-except OSError:
-    pass
-rc, out = run(f"truncate -s 1T {sp}")
-say(f"TRUNCATE rc={rc} {out.strip()}")
-got, err = fill(sp, 1000 * (4 << 20), cap)
-say(f"WROTE sparse {got} {err}")
-say(run(f"du -sk {d}; df -k {d}")[1])
-"#;
-
-const RES_DISK_02: &str = r#"cap = int(ARGS[0])
-home = os.environ.get("HOME", "/nonexistent")
-for d in ARGS[1:]:
-    d = d.replace("$HOME", home)
-    got, err = 0, "OK"
-    try:
-        fd = os.open(f"{d}/o-{N}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    except OSError as e:
-        say(f"OUT {d} 0 {ename(e.errno)}")
-        continue
-    buf = b"\0" * (4 << 20)
-    try:
-        while got < cap:
-            got += os.write(fd, buf[: min(len(buf), cap - got)])
-    except OSError as e:
-        err = ename(e.errno)
-    os.close(fd)
-    say(f"OUT {d} {got} {err}")
-"#;
-
-const RES_DISK_03: &str = r#"d, cap = ARGS[0], int(ARGS[1])
-path = f"{d}/h-{N}"
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-os.unlink(path)
-got, err = 0, "OK"
-buf = b"\0" * (4 << 20)
-try:
-    while got < cap:
-        got += os.write(fd, buf[: min(len(buf), cap - got)])
-except OSError as e:
-    err = ename(e.errno)
-say(f"UNLINKED {got} {err}")
-say("DU " + run(f"du -sk {d}")[1].strip())
-time.sleep(1)
-os.close(fd)
-# The space comes back once the last descriptor is gone.
-after = f"{d}/after-{N}"
-try:
-    with open(after, "wb") as f:
-        f.write(b"\0" * (1 << 20))
-    say("AFTER OK")
-except OSError as e:
-    say(f"AFTER {ename(e.errno)}")
-try:
-    os.unlink(after)
-except OSError:
-    pass
-"#;
-
-const RES_DISK_04: &str = r#"mode = ARGS[0]
-if mode == "flood":
-    cap = int(ARGS[1])
-    d = ARGS[2] if len(ARGS) > 2 else f"{WS}/src/f"
-    os.makedirs(d, exist_ok=True)
-    n, err, t0 = 0, "cap", time.time()
-    try:
-        while n < cap:
-            os.close(os.open(f"{d}/{n}", os.O_CREAT | os.O_WRONLY, 0o644))
-            n += 1
-    except OSError as e:
-        err = ename(e.errno)
-    say(f"FLOOD {n} {err} {time.time() - t0:.1f}s")
-else:
-    # Each level costs more than the last (path walks are linear in the depth), so past
-    # PATH_MAX (what the case needs, however slow the host) the tree grows for at most
-    # `budget` seconds.
-    depth, leaf, budget = int(ARGS[1]), ARGS[2], float(ARGS[3])
-    os.chdir(f"{WS}/src")
-    k, err, t0 = 0, "OK", time.time()
-    try:
-        while k < depth:
-            os.mkdir("d")
-            os.chdir("d")
-            k += 1
-            if k % 1000 == 0:
-                say(f"DEEP_AT {k} {time.time() - t0:.1f}s")
-                if 2 * k > 4096 and time.time() - t0 > budget:
-                    err = "time"
-                    break
-    except OSError as e:
-        err = ename(e.errno)
-    with open(leaf, "w") as f:
-        f.write(f"leaf {N}\n")
-    say(f"DEEP {k} {err} path {2 * k + len(leaf)} bytes")
-"#;
-
-const RES_PID_01: &str = r#"mode, cap = ARGS[0], int(ARGS[1])
-code = """import os, sys, threading, time
-n, cap = 0, int(sys.argv[1])
-try:
-    while n < cap:
-        threading.Thread(target=time.sleep, args=(1e6,), daemon=True).start()
-        n += 1
-    print("THREADS", n, "cap", flush=True)
-except Exception as e:
-    print("THREADS", n, type(e).__name__, flush=True)
-os._exit(0)
-"""
-try:
-    p = subprocess.run([sys.executable, "-c", code, str(cap)], capture_output=True, timeout=30)
-    say(p.stdout.decode().strip() or f"THREADS ? rc={p.returncode}")
-except Exception as e:
-    say(f"THREADS ? {type(e).__name__}")
-kids, err = [], "cap"
-try:
-    while len(kids) < cap:
-        pid = os.fork()
-        if pid == 0:
-            time.sleep(30)
-            os._exit(0)
-        kids.append(pid)
-except OSError as e:
-    err = ename(e.errno)
-say(f"FORKS {len(kids)} {err}")
-for k in kids:
-    os.kill(k, 9)
-    os.waitpid(k, 0)
-if mode == "bomb":
-    bomb = subprocess.Popen(["bash", "-c", ":(){ :|:& };:", f"bomb-{N}"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    time.sleep(3)
-    try:
-        pid = os.fork()
-        if pid == 0:
-            os._exit(0)
-        os.waitpid(pid, 0)
-        say("FORK during the bomb: OK")
-    except OSError as e:
-        say(f"FORK during the bomb: {ename(e.errno)}")
-    say("BOMB done")
-"#;
-
-const RES_PID_02: &str = r#"hold = float(ARGS[0])
-l = ctypes.CDLL(None, use_errno=True)
-fds, err = [], "cap"
-while len(fds) < 100000:
-    r = l.inotify_init1(0)
-    if r < 0:
-        err = ename(ctypes.get_errno())
-        break
-    fds.append(r)
-say(f"INOTIFY {len(fds)} {err}")
-kids, err = [], "cap"
-max_kids = int(ARGS[1]) if len(ARGS) > 1 else 100000
-try:
-    while len(kids) < max_kids:
-        pid = os.fork()
-        if pid == 0:
-            time.sleep(60)
-            os._exit(0)
-        kids.append(pid)
-except OSError as e:
-    err = ename(e.errno)
-say(f"FORKS {len(kids)} {err}")
-# Hold, and keep taking any instance another process of the same uid gives back.
-end = time.time() + hold
-while time.time() < end:
-    r = l.inotify_init1(0)
-    if r >= 0:
-        fds.append(r)
-    time.sleep(0.005)
-say(f"HELD {len(fds)}")
-for k in kids:
-    os.kill(k, 9)
-    os.waitpid(k, 0)
-"#;
 
 // ---------------------------------------------------------------------------------------
 // Outside observations

@@ -20,14 +20,14 @@ pub fn cases() -> Vec<Case> {
             id: "SIG-01",
             title: "Signalling every process",
             guarantee: "process isolation; the supervisor survives",
-            script: Some(("sh", SIG_01)),
+            script: Some(attack!("SIG-01.sh")),
             judge: sig_01,
         },
         Case {
             id: "SIG-02",
             title: "Terminal job control and terminal state",
             guarantee: "the supervisor (and its terminal) is not disturbed",
-            script: Some(("sh", SIG_02)),
+            script: Some(attack!("SIG-02.sh")),
             judge: sig_02,
         },
     ]
@@ -35,41 +35,6 @@ pub fn cases() -> Vec<Case> {
 
 // ---------------------------------------------------------------------------------------
 // SIG-01
-
-const SIG_01: &str = r#"# A same-uid decoy in a session of its own (the control's detector), then: SIGSTOP to
-# every pid up to pid_max (skipping only ourselves and the shell that runs the rest), TERM to
-# our group, SIGKILL to everything (-1).
-setsid bash -c "exec -a decoy-$N sleep 600" </dev/null >/dev/null 2>&1 &
-DECOY=$!
-sleep 0.3
-python3 - "$1" <<'EOF'
-import os, signal, sys
-me, parent = os.getpid(), os.getppid()
-# Every pid number up to pid_max (the corpus' 1<<22), and at least the host's pid_max
-# (passed in: pid_max is per pid namespace on this kernel, 4M inside).
-top = min(1 << 22, int(open("/proc/sys/kernel/pid_max").read()), max(int(sys.argv[1]), 65536))
-n = 0
-for p in range(2, top):
-    if p in (me, parent):
-        continue
-    try:
-        os.kill(p, signal.SIGSTOP)
-        n += 1
-    except OSError:
-        pass
-print(f"SIGSTOP delivered to {n} process(es) of pids 2..{top}", flush=True)
-EOF
-state=$(cut -d' ' -f3 /proc/$DECOY/stat 2>/dev/null)
-echo "decoy state after SIGSTOP: $state"
-[ "$state" = T ] && echo DECOY-STOPPED
-kill -9 -1
-sleep 0.3
-state=$(cut -d' ' -f3 /proc/$DECOY/stat 2>/dev/null)
-echo "decoy state after kill -9 -1: ${state:-gone}"
-case "$state" in ""|Z|X) echo DECOY-KILLED;; esac
-kill -TERM 0
-echo "still here after kill -TERM 0"
-"#;
 
 fn sig_01(ctx: &mut Ctx) -> Result<Verdict> {
     let n = ctx.n.clone();
@@ -572,26 +537,6 @@ pub(super) fn pty_control(
 
 // ---------------------------------------------------------------------------------------
 // SIG-02
-
-const SIG_02: &str = r#"# Job-control signals to our group, grab the terminal, change its modes, switch screens.
-kill -TSTP 0; echo "after kill -TSTP 0"
-kill -TTOU 0; echo "after kill -TTOU 0"
-python3 -c "import os, sys
-try:
-    os.tcsetpgrp(0, os.getpgrp())
-    print('ESC-$N tcsetpgrp(0) succeeded')
-except OSError as e:
-    print('tcsetpgrp(0):', e)
-try:
-    fd = os.open('/dev/tty', os.O_RDWR)
-    print('ESC-$N opened /dev/tty')
-except OSError as e:
-    print('open /dev/tty:', e)"
-if stty -F /dev/tty raw -echo 2>/dev/null; then esc "stty -F /dev/tty raw -echo succeeded"; else echo "stty -F /dev/tty failed"; fi
-if stty raw -echo 2>/dev/null; then esc "stty raw -echo on stdin succeeded"; else echo "stty on stdin failed"; fi
-if printf '\033[?1049h' > /dev/tty 2>/dev/null; then esc "wrote to /dev/tty"; else echo "write /dev/tty failed"; fi
-exit 0
-"#;
 
 fn sig_02(ctx: &mut Ctx) -> Result<Verdict> {
     let mut spec = RunSpec::new("SIG-02.sh");
