@@ -21,12 +21,63 @@ fn step(root: &Path, name: &str, program: &str, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// Cargo unpacks each packaged crate from its temporary local registry into
+/// `$CARGO_HOME/registry/src/<registry>/<name>-<version>` and, finding that folder on a later
+/// run, builds the old copy: the packaging step would then check stale sources. Removes
+/// corral's own unpacked crates (our names at our version) so each run unpacks what it packed.
+fn forget_packaged_sources() -> Result<()> {
+    let home = match std::env::var_os("CARGO_HOME") {
+        Some(h) => std::path::PathBuf::from(h),
+        None => std::path::PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?)
+            .join(".cargo"),
+    };
+    let suffix = format!("-{}", env!("CARGO_PKG_VERSION"));
+    let Ok(registries) = std::fs::read_dir(home.join("registry/src")) else {
+        return Ok(());
+    };
+    for registry in registries {
+        let registry = registry?.path();
+        for entry in std::fs::read_dir(&registry)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ours = name.starts_with("corral-")
+                && name.ends_with(&suffix)
+                && !name.starts_with("corral-cli");
+            if ours && entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(entry.path())
+                    .with_context(|| format!("removing {}", entry.path().display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(root: &Path) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     step(root, "format", &cargo, &["fmt", "--all", "--check"])?;
     crate::layers::run(root)?;
     crate::schemas::run(root, true)?;
     crate::fixtures::run(root, true)?;
+    // The attack scripts are sources (tests/adversarial): they must compile and pass
+    // shellcheck, as any script a person edits.
+    step(
+        root,
+        "attack scripts: python3 -m py_compile",
+        "sh",
+        &[
+            "-c",
+            "PYTHONPYCACHEPREFIX=target/pycache python3 -m py_compile tests/adversarial/attacks/*.py tests/adversarial/lab/*.py",
+        ],
+    )?;
+    step(
+        root,
+        "attack scripts: shellcheck",
+        "sh",
+        &[
+            "-c",
+            "shellcheck -x -P tests/adversarial/attacks -S warning tests/adversarial/attacks/*.sh tests/adversarial/repos/*.sh",
+        ],
+    )?;
     step(
         root,
         "clippy",
@@ -40,11 +91,45 @@ pub fn run(root: &Path) -> Result<()> {
             "warnings",
         ],
     )?;
+    // The workspace build turns corral-contract's `schema` feature on (the CLI and xtask use
+    // it); an embedder's build does not: lint that one too.
+    step(
+        root,
+        "clippy, corral-contract without its schema feature",
+        &cargo,
+        &[
+            "clippy",
+            "-p",
+            "corral-contract",
+            "--lib",
+            "--",
+            "-D",
+            "warnings",
+        ],
+    )?;
     step(
         root,
         "tests",
         &cargo,
         &["test", "--workspace", "--no-fail-fast"],
+    )?;
+    // Embedders take the library crates one by one: each must package and build alone from
+    // what it ships (versioned internal dependencies, no file read from the workspace).
+    forget_packaged_sources()?;
+    step(
+        root,
+        "library crates package and build alone",
+        &cargo,
+        &[
+            "package",
+            "--workspace",
+            "--exclude",
+            "xtask",
+            "--exclude",
+            "corral-cli",
+            "--offline",
+            "--allow-dirty",
+        ],
     )?;
     step(
         root,

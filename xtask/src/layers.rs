@@ -72,7 +72,12 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
 /// Extra internal crates a crate may use as **dev-dependencies only** (its tests and
 /// benches), never as normal or build dependencies. `corral-linux`'s tests drive the real
 /// egress proxy through the sandbox (ADR-0030); the library stays independent of it.
-pub const DEV_ONLY: &[(&str, &[&str])] = &[("corral-linux", &["corral-egress"])];
+/// corral-contract's tests depend on corral-contract itself, to turn its `schema` feature on
+/// (ADR-0090): no edge to another crate.
+pub const DEV_ONLY: &[(&str, &[&str])] = &[
+    ("corral-linux", &["corral-egress"]),
+    ("corral-contract", &["corral-contract"]),
+];
 
 /// One internal dependency edge: the crate depended on, and whether it is a dev-dependency
 /// only (`kind: "dev"` in `cargo metadata`).
@@ -194,6 +199,10 @@ mod tests {
         assert!(violations(&kinds(edge, true)).is_empty());
         assert!(violations(&kinds(edge, false))[0].contains("must not"));
         assert!(!violations(&kinds(&[("corral-egress", &["corral-sandbox"])], true)).is_empty());
+        // corral-contract's tests on itself (its `schema` feature), never as a normal edge.
+        let own = &[("corral-contract", &["corral-contract"][..])];
+        assert!(violations(&kinds(own, true)).is_empty());
+        assert!(!violations(&kinds(own, false)).is_empty());
     }
 
     #[test]

@@ -5,75 +5,12 @@ use std::collections::BTreeMap;
 
 use corral_contract::{ReasonCode, Rejection};
 
-/// Names corral sets itself inside the sandbox; a preset cannot hand them to the caller.
-pub const RESERVED_ENV: &[&str] = &[
-    "PATH",
-    "HOME",
-    "TMPDIR",
-    "PWD",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "no_proxy",
-];
-
-/// Exact credential-bearing names (compared case-insensitively).
-const CREDENTIAL_NAMES: &[&str] = &[
-    "GITHUB_TOKEN",
-    "GH_TOKEN",
-    "GITLAB_TOKEN",
-    "SSH_AUTH_SOCK",
-    "SSH_AGENT_PID",
-    "GPG_AGENT_INFO",
-    "GOOGLE_APPLICATION_CREDENTIALS",
-    "DOCKER_HOST",
-    "DOCKER_CONFIG",
-    "DOCKER_CERT_PATH",
-    "DOCKER_CONTEXT",
-    "CONTAINER_HOST",
-    "KUBECONFIG",
-    "NPM_TOKEN",
-    "CARGO_REGISTRY_TOKEN",
-    "NETRC",
-    "GIT_ASKPASS",
-    "SSH_ASKPASS",
-    "VAULT_ADDR",
-];
-
-/// Credential-bearing prefixes (case-insensitive).
-const CREDENTIAL_PREFIXES: &[&str] = &["AWS_", "AZURE_", "GOOGLE_CLOUD_", "GCLOUD_", "CLOUDSDK_"];
-
-/// Secret-like suffixes (case-insensitive).
-const CREDENTIAL_SUFFIXES: &[&str] = &[
-    "_TOKEN",
-    "_SECRET",
-    "_PASSWORD",
-    "_KEY",
-    "_CREDENTIALS",
-    "_PASSWD",
-    "_PASSPHRASE",
-];
-
-/// Variables that change how the loader or a shell runs code before the worker's own.
-const CODE_INJECTION_NAMES: &[&str] = &[
-    "LD_PRELOAD",
-    "LD_LIBRARY_PATH",
-    "LD_AUDIT",
-    "BASH_ENV",
-    "ENV",
-    "PROMPT_COMMAND",
-    "PYTHONSTARTUP",
-    "NODE_OPTIONS",
-    "PERL5OPT",
-    "RUBYOPT",
-];
+// The lists are `corral_contract::rules`: the generated JSON Schemas state the same rules
+// from the same lists, so the two can never disagree.
+use corral_contract::rules::{
+    CODE_INJECTION_ENV_NAMES, CODE_INJECTION_ENV_PREFIX, CREDENTIAL_ENV_NAMES,
+    CREDENTIAL_ENV_PREFIXES, CREDENTIAL_ENV_SUFFIXES, RESERVED_ENV_NAMES,
+};
 
 /// Why an environment name may not be allowlisted, if it may not.
 #[must_use]
@@ -85,27 +22,30 @@ pub fn forbidden_env_name(name: &str) -> Option<(ReasonCode, &'static str)> {
             "not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
         ));
     }
-    if RESERVED_ENV.contains(&name) || RESERVED_ENV.iter().any(|r| r.eq_ignore_ascii_case(name)) {
+    if RESERVED_ENV_NAMES
+        .iter()
+        .any(|r| r.eq_ignore_ascii_case(name))
+    {
         return Some((
             ReasonCode::EnvNameInvalid,
             "reserved: corral sets it inside the sandbox",
         ));
     }
-    if CODE_INJECTION_NAMES
+    if CODE_INJECTION_ENV_NAMES
         .iter()
         .any(|n| n.eq_ignore_ascii_case(name))
-        || upper.starts_with("LD_")
+        || upper.starts_with(CODE_INJECTION_ENV_PREFIX)
     {
         return Some((
             ReasonCode::EnvNameInvalid,
             "changes how code is loaded before the worker runs",
         ));
     }
-    if CREDENTIAL_NAMES
+    if CREDENTIAL_ENV_NAMES
         .iter()
         .any(|n| n.eq_ignore_ascii_case(name))
-        || CREDENTIAL_PREFIXES.iter().any(|p| upper.starts_with(p))
-        || CREDENTIAL_SUFFIXES.iter().any(|s| upper.ends_with(s))
+        || CREDENTIAL_ENV_PREFIXES.iter().any(|p| upper.starts_with(p))
+        || CREDENTIAL_ENV_SUFFIXES.iter().any(|s| upper.ends_with(s))
     {
         return Some((ReasonCode::EnvCredentialName, "names a credential"));
     }

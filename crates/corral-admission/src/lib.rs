@@ -6,6 +6,73 @@
 //! Architecture Invariant: [`AdmittedRun`] has private fields and no public constructor, so
 //! the only way to obtain one, and therefore to reach an executor, is `admit`. This crate
 //! knows nothing of sandboxes, capture or the command line.
+//!
+//! # Example
+//!
+//! Parse a WorkUnit and an AgentPreset from JSON text with [`parse_document`] (unknown
+//! fields are errors), admit them with [`admit`] (no trusted connections, an empty caller
+//! environment, as `corral admit` does), and read the SandboxPolicy the run would get:
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//!
+//! use corral_admission::{admit, parse_document};
+//! use corral_contract::{AgentPreset, NetworkMode, ReasonCode, WorkUnit};
+//!
+//! let work_unit = r#"{
+//!   "schema_version": "corral.work-unit/v1",
+//!   "id": "wu-0001",
+//!   "objective": "Fix the off-by-one in src/range.rs and add a test",
+//!   "repository": { "base_sha": "0123456789abcdef0123456789abcdef01234567" },
+//!   "security": { "sandbox_required": true },
+//!   "permissions": {
+//!     "process_execution": true, "secrets": [], "network": "none",
+//!     "network_allowlist": [], "filesystem_write": ["src/", "tests/"]
+//!   },
+//!   "budget": {
+//!     "wall_seconds": 600, "cpu_seconds": 600,
+//!     "memory_bytes": 2147483648, "disk_bytes": 1073741824,
+//!     "max_processes": 256, "max_output_bytes": 1048576, "max_patch_bytes": 1048576
+//!   },
+//!   "constraints": { "allowed_paths": ["src/", "tests/"], "forbidden_paths": [".github/", "**/*.pem"] }
+//! }"#;
+//! let preset = r#"{
+//!   "schema_version": "corral.agent-preset/v1",
+//!   "id": "offline-agent",
+//!   "executable": "/usr/local/bin/some-agent",
+//!   "argv": ["--non-interactive"],
+//!   "prompt_transport": { "kind": "stdin" },
+//!   "model_connection": null,
+//!   "env_allowlist": ["LANG", "TERM"],
+//!   "network_policy": "disabled",
+//!   "read_only_paths": ["/opt/some-agent"],
+//!   "authority": "candidate_only"
+//! }"#;
+//!
+//! let work_unit: WorkUnit = parse_document(work_unit.as_bytes()).expect("a valid WorkUnit");
+//! let preset: AgentPreset = parse_document(preset.as_bytes()).expect("a valid AgentPreset");
+//!
+//! let run = admit(&work_unit, &preset, None, &BTreeMap::new()).expect("admissible");
+//! let policy = run.policy();
+//! assert_eq!(policy.network_mode(), NetworkMode::None);
+//! assert!(policy.network_allowlist().is_empty());
+//! let writable: Vec<&str> = policy.writable_paths().iter().map(|p| p.as_str()).collect();
+//! assert_eq!(writable, ["src/", "tests/"]);
+//! let forbidden: Vec<&str> = policy.forbidden_paths().iter().map(|p| p.as_str()).collect();
+//! assert_eq!(forbidden, [".github/", "**/*.pem"]);
+//! println!("policy {}", policy.digest());
+//!
+//! // The objective travels on stdin (the preset's `prompt_transport`), argv is the preset's.
+//! assert_eq!(run.exec().args, ["--non-interactive"]);
+//! assert_eq!(run.limits().max_patch_bytes.get(), 1_048_576);
+//!
+//! // A WorkUnit that does not require the sandbox is rejected, with every reason found.
+//! let mut unsandboxed = work_unit.clone();
+//! unsandboxed.security.sandbox_required = Some(false);
+//! let rejected = admit(&unsandboxed, &preset, None, &BTreeMap::new()).unwrap_err();
+//! assert!(rejected.0.iter().any(|r| r.code == ReasonCode::SandboxNotRequired));
+//! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod env;
@@ -42,34 +109,43 @@ pub struct AdmittedRun {
 }
 
 impl AdmittedRun {
+    /// The admitted WorkUnit's `id`, as written in the document.
     #[must_use]
     pub fn work_unit_id(&self) -> &str {
         &self.work_unit_id
     }
+    /// Digest of the admitted WorkUnit document (`digest_of`), recorded in the ResultManifest.
     #[must_use]
     pub fn work_unit_digest(&self) -> &Digest {
         &self.work_unit_digest
     }
+    /// The admitted AgentPreset's `id`, as written in the document.
     #[must_use]
     pub fn preset_id(&self) -> &str {
         &self.preset_id
     }
+    /// Digest of the admitted AgentPreset document (`digest_of`), recorded in the ResultManifest.
     #[must_use]
     pub fn preset_digest(&self) -> &Digest {
         &self.preset_digest
     }
+    /// The validated base commit (40 or 64 lowercase hex digits) the attempt starts from.
     #[must_use]
     pub fn base_sha(&self) -> &str {
         &self.base_sha
     }
+    /// The immutable SandboxPolicy: network mode, egress allowlist and the path scope.
     #[must_use]
     pub fn policy(&self) -> &SandboxPolicy {
         &self.policy
     }
+    /// What the sandbox executes: the preset's executable and argv (plus the objective when
+    /// the prompt is an argument), the built worker environment, stdin and read-only paths.
     #[must_use]
     pub fn exec(&self) -> &ExecSpec {
         &self.exec
     }
+    /// The WorkUnit's budget as checked, all-positive limits.
     #[must_use]
     pub fn limits(&self) -> &Limits {
         &self.limits
@@ -364,25 +440,9 @@ fn is_normal_absolute(path: &str) -> bool {
             .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
-/// Host trees a preset may never expose to the worker, even read-only.
-const HIDDEN_HOST_TREES: &[&str] = &[
-    "/proc",
-    "/sys",
-    "/dev",
-    "/run",
-    "/var/run",
-    "/home",
-    "/root",
-    "/tmp",
-    "/var/tmp",
-    "/etc",
-    "/boot",
-    "/mnt",
-    "/media",
-    "/srv",
-    "/var/lib/docker",
-    "/var/lib/containerd",
-];
+// Host trees a preset may never expose to the worker, even read-only (shared with the
+// schemas).
+use corral_contract::rules::HIDDEN_HOST_TREES;
 
 fn check_preset(preset: &AgentPreset, f: &mut Findings) -> Option<CheckedPreset> {
     let before = f.0.len();

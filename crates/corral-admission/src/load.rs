@@ -14,9 +14,11 @@ pub struct DocumentError {
     /// Dotted path of the offending field (`permissions.network`, `argv[2]`), or `.` for the
     /// document itself.
     pub field: String,
+    /// What is wrong, in plain words.
     pub message: String,
     /// 1-based position of the problem, or 0 when it has none (a shape found after parsing).
     pub line: usize,
+    /// 1-based column of the problem on `line`, or 0 when it has none.
     pub column: usize,
 }
 

@@ -215,6 +215,8 @@ impl GitSandbox {
         })
     }
 
+    /// The object directory of corral's temporary git directory: the candidate's objects are
+    /// written here; the canonical repository's objects are reached through its alternates file.
     pub fn objects_dir(&self) -> PathBuf {
         self.git_dir.join("objects")
     }

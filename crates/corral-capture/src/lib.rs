@@ -21,6 +21,84 @@
 //!   bytes and time are bounded, and hitting a bound rejects (never truncates or skips);
 //!   symlink resolution is bounded too (40 links per chain, a lookup budget per capture).
 //! - This crate depends on `corral-contract` only, never on a sandbox backend.
+//!
+//! # Example
+//!
+//! Capture a candidate: a canonical repository with one base commit, an upper layer that
+//! holds the one file the worker modified, and [`capture`] with a [`CaptureRequest`]. Here
+//! the upper layer is a plain directory (no overlay mount), so there are no
+//! `trusted.overlay.*` xattrs to read, which would need `CAP_SYS_ADMIN`; the request asks
+//! for the `user.overlay.*` names instead. Needs `git`.
+//!
+//! ```
+//! use std::path::Path;
+//! use std::process::Command;
+//!
+//! use corral_capture::{CaptureRequest, OverlayXattrs, UpperLayer, capture};
+//! use corral_contract::codes::ReasonCode;
+//! use corral_contract::manifest::ChangeKind;
+//! use corral_contract::path::PathPattern;
+//!
+//! /// git with no host configuration and a fixed identity; returns stdout.
+//! fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
+//!     let out = Command::new("git")
+//!         .env_clear()
+//!         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+//!         .env("HOME", home)
+//!         .env("GIT_CONFIG_NOSYSTEM", "1")
+//!         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+//!         .env("GIT_AUTHOR_NAME", "maintainer")
+//!         .env("GIT_AUTHOR_EMAIL", "maintainer@example.invalid")
+//!         .env("GIT_COMMITTER_NAME", "maintainer")
+//!         .env("GIT_COMMITTER_EMAIL", "maintainer@example.invalid")
+//!         .args(args)
+//!         .current_dir(dir)
+//!         .output()
+//!         .expect("git runs");
+//!     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+//!     String::from_utf8(out.stdout).expect("UTF-8")
+//! }
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let home = tmp.path();
+//!
+//! // The canonical repository: one base commit with src/range.rs.
+//! let repo = tmp.path().join("repo");
+//! std::fs::create_dir_all(repo.join("src"))?;
+//! std::fs::write(repo.join("src/range.rs"), "pub fn last(n: u32) -> u32 {\n    n\n}\n")?;
+//! git(&repo, home, &["init", "-q"]);
+//! git(&repo, home, &["add", "-A"]);
+//! git(&repo, home, &["commit", "-q", "-m", "base"]);
+//! let base_sha = git(&repo, home, &["rev-parse", "HEAD"]).trim().to_owned();
+//!
+//! // The upper layer holds only what the worker wrote: the modified file.
+//! let upper = tmp.path().join("upper");
+//! std::fs::create_dir_all(upper.join("src"))?;
+//! std::fs::write(upper.join("src/range.rs"), "pub fn last(n: u32) -> u32 {\n    n - 1\n}\n")?;
+//!
+//! let layer = UpperLayer::open(&upper)?;
+//! let allowed = [PathPattern::new("src/")?];
+//! let mut request = CaptureRequest::new(&repo, &base_sha, &layer, &allowed, &[], 1 << 20);
+//! request.overlay_xattrs = OverlayXattrs::User;
+//! let result = capture(&request)?;
+//!
+//! assert!(result.accepted());
+//! assert_eq!(result.changed_paths.len(), 1);
+//! assert_eq!(result.changed_paths[0].path, "src/range.rs");
+//! assert_eq!(result.changed_paths[0].change, ChangeKind::Modified);
+//! let patch = String::from_utf8(result.patch.expect("a patch when accepted"))?;
+//! assert!(patch.contains("-    n\n+    n - 1\n"));
+//! print!("{patch}");
+//!
+//! // A write outside the allowed paths rejects the candidate: no patch at all.
+//! std::fs::write(upper.join("README.md"), "changed by the worker\n")?;
+//! let result = capture(&request)?;
+//! assert!(!result.accepted());
+//! assert!(result.patch.is_none());
+//! assert!(result.rejections.iter().any(|r| r.code == ReasonCode::PathOutOfScope));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod git;
@@ -85,8 +163,11 @@ impl AsFd for UpperLayer {
 /// mount made with real root, `user.overlay.*` for a mount with the `userxattr` option).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OverlayXattrs {
+    /// `trusted.overlay.*`: an overlay mounted with real root (the default). Reading these
+    /// needs `CAP_SYS_ADMIN` or an [`XattrReader`] that has it.
     #[default]
     Trusted,
+    /// `user.overlay.*`: an overlay mounted with the `userxattr` option.
     User,
 }
 
@@ -112,7 +193,9 @@ pub const MAX_XATTR_VALUE: usize = 64;
 /// One overlay xattr of one upper-layer file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum XattrValue {
+    /// The file has no such xattr.
     Absent,
+    /// Present, with this value (at most [`MAX_XATTR_VALUE`] bytes).
     Value(Vec<u8>),
     /// Present, longer than [`MAX_XATTR_VALUE`].
     TooLong,
@@ -180,15 +263,21 @@ impl Default for CaptureLimits {
 /// object database only); the upper layer is untrusted data.
 #[derive(Debug, Clone)]
 pub struct CaptureRequest<'a> {
+    /// The canonical repository (trusted, read-only): only its object database is used.
     pub canonical_repo: &'a Path,
     /// The base commit (40 or 64 lowercase hex digits).
     pub base_sha: &'a str,
+    /// The attempt's overlay upper layer (untrusted data).
     pub upper: &'a UpperLayer,
+    /// The SandboxPolicy's writable paths: a change outside them is rejected.
     pub allowed: &'a [PathPattern],
+    /// The SandboxPolicy's forbidden paths: a change to a path they match is rejected.
     pub forbidden: &'a [PathPattern],
     /// A patch longer than this rejects the candidate with `patch_too_large`.
     pub max_patch_bytes: u64,
+    /// The bounds of this capture.
     pub limits: CaptureLimits,
+    /// Which xattr namespace the overlay mount uses for its metadata.
     pub overlay_xattrs: OverlayXattrs,
     /// How overlay xattrs are read; `None` is [`DirectXattrs`].
     pub xattr_reader: Option<&'a dyn XattrReader>,
@@ -254,6 +343,7 @@ pub struct CaptureResult {
     pub rejections: Vec<Rejection>,
     /// The patch, only when `rejections` is empty (empty bytes when nothing changed).
     pub patch: Option<Vec<u8>>,
+    /// What this capture examined and read.
     pub stats: CaptureStats,
 }
 
@@ -269,24 +359,38 @@ impl CaptureResult {
 /// closed: the attempt gets no candidate.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    /// An I/O error, with what corral was doing.
     #[error("{context}: {source}")]
     Io {
+        /// What corral was doing.
         context: String,
+        /// The underlying error.
         #[source]
         source: io::Error,
     },
+    /// corral's own git failed or answered something unexpected (a missing or malformed
+    /// object, a failed process).
     #[error("git: {0}")]
     Git(String),
+    /// The request cannot be served: an invalid base SHA, no usable git program, a canonical
+    /// repository without a usable object directory, or no way to read the overlay's
+    /// `trusted.*` xattrs.
     #[error("capture setup: {0}")]
     Setup(String),
+    /// The base SHA names no commit in the canonical repository's object database.
     #[error("base commit {0} is not a commit in the canonical repository")]
     BaseNotFound(String),
+    /// The upper layer uses an overlay feature capture refuses to interpret (a `redirect` or
+    /// `metacopy` xattr); the message says which mount option turns it off.
     #[error("unsupported overlay layer: {0}")]
     UnsupportedOverlay(String),
     #[error(
         "the upper layer changed while it was captured (is a worker process still alive?): {0}"
     )]
+    /// A file of the upper layer changed or vanished while it was read: something still
+    /// writes to it.
     LayerChanged(String),
+    /// The capture ran past [`CaptureLimits::timeout`].
     #[error("capture exceeded its time limit")]
     Timeout,
     /// The confined capture helper failed; its own message.

@@ -16,7 +16,9 @@ use sha1::Digest as _;
 /// Which hash the repository uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ObjectFormat {
+    /// SHA-1 object ids (40 hex digits).
     Sha1,
+    /// SHA-256 object ids (64 hex digits).
     Sha256,
 }
 
@@ -31,6 +33,7 @@ impl ObjectFormat {
         }
     }
 
+    /// Length of an object id in bytes: 20 or 32.
     #[must_use]
     pub fn raw_len(self) -> usize {
         match self {
@@ -88,11 +91,13 @@ impl Oid {
         Self::from_raw(&raw)
     }
 
+    /// The raw id bytes (20 or 32).
     #[must_use]
     pub fn as_bytes(&self) -> &[u8] {
         &self.raw[..usize::from(self.len)]
     }
 
+    /// The id as lowercase hex, as git prints it.
     #[must_use]
     pub fn hex(&self) -> String {
         self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
@@ -149,29 +154,38 @@ pub fn object_id(format: ObjectFormat, kind: &str, content: &[u8]) -> Option<Oid
     h.finish()
 }
 
-/// Git tree entry modes corral understands.
+/// Git tree entry modes corral understands. This one: a regular, non-executable file.
 pub const MODE_FILE: u32 = 0o100_644;
+/// An executable regular file.
 pub const MODE_EXEC: u32 = 0o100_755;
+/// A symbolic link (the blob holds its target).
 pub const MODE_SYMLINK: u32 = 0o120_000;
+/// A directory (a subtree).
 pub const MODE_TREE: u32 = 0o040_000;
+/// A submodule commit (gitlink).
 pub const MODE_GITLINK: u32 = 0o160_000;
 
 /// One tree entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TreeEntry {
+    /// The entry's git mode, for example [`MODE_FILE`] or [`MODE_TREE`].
     pub mode: u32,
+    /// The id of the entry's object (blob, tree, or commit for a gitlink).
     pub oid: Oid,
 }
 
 impl TreeEntry {
+    /// Is this entry a directory ([`MODE_TREE`])?
     #[must_use]
     pub fn is_tree(&self) -> bool {
         self.mode == MODE_TREE
     }
+    /// Is this entry a submodule commit ([`MODE_GITLINK`])?
     #[must_use]
     pub fn is_gitlink(&self) -> bool {
         self.mode == MODE_GITLINK
     }
+    /// Is this entry a symbolic link ([`MODE_SYMLINK`])?
     #[must_use]
     pub fn is_symlink(&self) -> bool {
         self.mode == MODE_SYMLINK

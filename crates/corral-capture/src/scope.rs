@@ -84,7 +84,9 @@ pub const EXECUTES_LATER: &[&str] = &[
 /// The scope a capture enforces.
 #[derive(Debug, Clone, Copy)]
 pub struct Scope<'a> {
+    /// Patterns a changed path must match (the SandboxPolicy's writable paths).
     pub allowed: &'a [PathPattern],
+    /// Patterns no changed path may match (the SandboxPolicy's forbidden paths).
     pub forbidden: &'a [PathPattern],
 }
 

@@ -54,7 +54,11 @@ pub enum BaseError {
 #[derive(Debug, Clone)]
 pub enum Isolation {
     /// In a confined helper process: `exe` run with [`crate::helper::HELPER_ARG`].
-    Helper { exe: PathBuf },
+    Helper {
+        /// The program to run as the helper (corral's own executable, which handles
+        /// [`crate::helper::HELPER_ARG`]).
+        exe: PathBuf,
+    },
     /// In this process, unconfined: only for tests of this crate and the fuzz target.
     InProcess,
 }
@@ -86,9 +90,12 @@ impl Default for CacheLimits {
 pub struct BaseCheckout {
     /// The worktree (with its own `.git`), to be used read-only.
     pub dir: PathBuf,
+    /// The base commit's tree id (hex), as the checkout's stamp records it.
     pub tree: String,
     /// Whether it was made now (false: reused from the cache).
     pub created: bool,
+    /// Directory entries in the checkout (files, symlinks, directories), as recorded when it
+    /// was made.
     pub entries: u64,
     /// How far the helper's Landlock confinement was enforced (when `created`).
     pub landlock: Option<String>,
@@ -98,19 +105,27 @@ pub struct BaseCheckout {
 /// One entry, as `corral cache ls` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CacheEntry {
+    /// The base commit the entry holds a checkout of.
     pub base_sha: String,
+    /// Size the entry counts for against the budget (as recorded when it was made; measured
+    /// on disk when there is no record).
     pub bytes: u64,
+    /// Directory entries in the checkout, as recorded when it was made (0 when unknown).
     pub entries: u64,
     /// Seconds since the epoch.
     pub last_used: u64,
+    /// Whether an attempt holds it now (it cannot be evicted meanwhile).
     pub in_use: bool,
 }
 
 /// What `gc` removed.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct GcReport {
+    /// The base SHAs whose entries were evicted.
     pub removed: Vec<String>,
+    /// Bytes the evicted entries counted for.
     pub freed_bytes: u64,
+    /// Bytes the cache still counts after the collection.
     pub kept_bytes: u64,
     /// Entries over the budget that were in use and so kept.
     pub busy: Vec<String>,

@@ -57,18 +57,29 @@ const MAX_REPLY_BYTES: u64 = 256 << 20;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CaptureJob {
+    /// The git program the helper runs (absolute path).
     pub git: PathBuf,
     /// The canonical repository's object directory.
     pub objects: PathBuf,
+    /// The base commit (40 or 64 lowercase hex digits).
     pub base_sha: String,
+    /// [`CaptureRequest::allowed`](corral_capture::CaptureRequest::allowed).
     pub allowed: Vec<PathPattern>,
+    /// [`CaptureRequest::forbidden`](corral_capture::CaptureRequest::forbidden).
     pub forbidden: Vec<PathPattern>,
+    /// [`CaptureRequest::max_patch_bytes`](corral_capture::CaptureRequest::max_patch_bytes).
     pub max_patch_bytes: u64,
+    /// [`CaptureLimits::max_file_bytes`].
     pub max_file_bytes: u64,
+    /// [`CaptureLimits::max_total_bytes`].
     pub max_total_bytes: u64,
+    /// [`CaptureLimits::max_entries`].
     pub max_entries: u64,
+    /// [`CaptureLimits::max_depth`].
     pub max_depth: u32,
+    /// [`CaptureLimits::timeout`], in milliseconds.
     pub timeout_ms: u64,
+    /// [`CaptureLimits::git_memory_bytes`].
     pub git_memory_bytes: u64,
     /// `user.overlay.*` instead of `trusted.overlay.*`.
     pub user_xattrs: bool,
@@ -82,19 +93,31 @@ pub struct CaptureJob {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CaptureReply {
+    /// The capture ran: the parts of its [`CaptureResult`]; the patch itself is left in
+    /// `work/patch`.
     Done {
+        /// [`CaptureResult::changed_paths`].
         changed_paths: Vec<ChangedPath>,
+        /// [`CaptureResult::ignored_paths`].
         ignored_paths: Vec<String>,
+        /// [`CaptureResult::rejections`].
         rejections: Vec<Rejection>,
         /// The patch's length when there is one (its bytes are in `work/patch`).
         patch_bytes: Option<u64>,
+        /// [`CaptureStats::entries`].
         entries: u64,
+        /// [`CaptureStats::bytes_read`].
         bytes_read: u64,
+        /// [`CaptureStats::trees_read`].
         trees_read: u64,
+        /// How far the helper's Landlock confinement was enforced.
         landlock: String,
     },
+    /// The helper could not set up or the capture failed.
     Failed {
+        /// Whether the capture ran out of time ([`CaptureError::Timeout`]).
         timeout: bool,
+        /// The error, in words.
         message: String,
     },
 }
@@ -373,6 +396,8 @@ pub struct OracleXattrs {
 }
 
 impl OracleXattrs {
+    /// The oracle's client over `sock`, the helper's end of the socket pair whose other end
+    /// [`serve_xattrs`] serves.
     #[must_use]
     pub fn new(sock: OwnedFd) -> Self {
         Self {

@@ -29,16 +29,21 @@ const GIT_MEMORY: u64 = 4 << 30;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
+    /// The git program the helper runs (absolute path).
     pub git: PathBuf,
     /// The canonical repository's object directory.
     pub objects: PathBuf,
+    /// The base commit to materialize (40 or 64 lowercase hex digits).
     pub base_sha: String,
     /// The helper's one writable directory; the checkout goes to `work/checkout`.
     pub work: PathBuf,
     /// An empty directory for the helper's own root.
     pub new_root: PathBuf,
+    /// [`Limits::max_entries`].
     pub max_entries: u64,
+    /// [`Limits::max_bytes`].
     pub max_bytes: u64,
+    /// Time the materialization may take, in milliseconds.
     pub timeout_ms: u64,
 }
 
@@ -46,23 +51,35 @@ pub struct Request {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Response {
+    /// The checkout is written to `work/checkout`.
     Done {
+        /// The base commit's tree id (hex), recomputed from what was written.
         tree: String,
+        /// Directory entries written ([`Stats::entries`](crate::materialize::Stats::entries)).
         entries: u64,
+        /// Content bytes written ([`Stats::bytes`](crate::materialize::Stats::bytes)).
         bytes: u64,
         /// How far Landlock was enforced (`fully`, `partially`, `not enforced`, or
         /// `in-process` when no helper ran: tests only).
         landlock: String,
     },
+    /// The base commit's data is refused ([`Refusal`](crate::Refusal)).
     Refused {
+        /// [`Refusal::code`](crate::Refusal::code).
         code: ReasonCode,
+        /// [`Refusal::path`](crate::Refusal::path).
         path: String,
+        /// [`Refusal::detail`](crate::Refusal::detail).
         detail: String,
     },
+    /// The request is wrong: not a base SHA, no such commit, not a commit.
     BadInput {
+        /// What is wrong, in words.
         message: String,
     },
+    /// corral failed (I/O, git, confinement, the helper process).
     Failed {
+        /// What failed, in words.
         message: String,
     },
 }

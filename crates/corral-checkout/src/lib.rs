@@ -26,6 +26,7 @@
 //!   (written last) names its tree; anything else is torn and rebuilt.
 //! - This crate depends on `corral-contract`, `corral-capture` (object parsing, the hardened
 //!   git directory) and `corral-process` only, never on a sandbox backend.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod cache;

@@ -47,7 +47,9 @@ impl Default for Limits {
 pub struct Stats {
     /// The commit's tree, recomputed from what was written.
     pub tree: Oid,
+    /// Directory entries created (files, symlinks, directories, submodule folders).
     pub entries: u64,
+    /// Bytes of file and symlink content written.
     pub bytes: u64,
 }
 
@@ -61,6 +63,7 @@ pub enum MaterializeError {
     /// The caller's input is wrong: no such commit, not a commit.
     #[error("{0}")]
     BadInput(String),
+    /// corral failed: I/O, git or the object source, or the time limit passed.
     #[error("{0}")]
     Internal(String),
 }

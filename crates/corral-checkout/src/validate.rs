@@ -21,8 +21,11 @@ pub const MODE_FILE_GROUP_WRITABLE: u32 = 0o100_664;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {detail}")]
 pub struct Refusal {
+    /// Why it is refused: [`ReasonCode::BaseTreeInvalid`] or [`ReasonCode::BaseCheckoutLimit`].
     pub code: ReasonCode,
+    /// The repository path, escaped for display.
     pub path: String,
+    /// What is wrong with it, in words.
     pub detail: String,
 }
 

@@ -5,7 +5,6 @@ use std::io;
 use std::ops::RangeInclusive;
 use std::str::FromStr;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::ser::{CharEscape, CompactFormatter, Formatter, PrettyFormatter};
 use sha2::{Digest as _, Sha256};
@@ -180,11 +179,13 @@ pub struct Digest([u8; 32]);
 pub struct DigestError;
 
 impl Digest {
+    /// The SHA-256 of `bytes`.
     #[must_use]
     pub fn of_bytes(bytes: &[u8]) -> Self {
         Self(Sha256::digest(bytes).into())
     }
 
+    /// A digest from its 32 raw bytes (as a hasher returns them).
     #[must_use]
     pub fn from_raw(bytes: [u8; 32]) -> Self {
         Self(bytes)
@@ -235,14 +236,16 @@ impl<'de> Deserialize<'de> for Digest {
     }
 }
 
-impl JsonSchema for Digest {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Digest {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Digest".into()
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^sha256:[0-9a-f]{64}$"
+            "pattern": "^sha256:[0-9a-f]{64}$(?!\\n)",
+            "description": "A SHA-256 digest: sha256: and 64 lowercase hex digits."
         })
     }
 }

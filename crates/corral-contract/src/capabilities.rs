@@ -2,25 +2,34 @@
 
 use std::fmt;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One capability the orchestrator requires before any worker runs (seeds, ADR-0017).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Capability {
+    /// The policy's network mode holds: no route at all, or only corral's egress proxy.
     NetworkEnforcement,
+    /// The worker's processes are one tree of their own, killed together at every ending.
     ProcessTreeIsolation,
+    /// `cpu_seconds` (and a CPU bandwidth share) bounds the whole tree.
     CpuLimit,
+    /// `memory_bytes` bounds the whole tree, tmpfs, shared memory and memfd included.
     MemoryLimit,
+    /// `disk_bytes` bounds every writable place.
     DiskLimit,
+    /// `max_processes` bounds the processes and threads alive at once.
     ProcessLimit,
+    /// Own mount namespace and root: read-only system folders, no host home, sockets or `/run`.
     FilesystemIsolation,
+    /// Only the policy's writable scope can be written; `.git` stays read-only.
     WritablePathEnforcement,
+    /// No credential reaches the worker: exact environment, a uid of its own, no capabilities.
     CredentialIsolation,
 }
 
 impl Capability {
+    /// All nine, in contract order.
     pub const ALL: [Capability; 9] = [
         Capability::NetworkEnforcement,
         Capability::ProcessTreeIsolation,
@@ -33,6 +42,7 @@ impl Capability {
         Capability::CredentialIsolation,
     ];
 
+    /// The snake_case name used in reports and manifests (`network_enforcement`).
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
@@ -56,15 +66,18 @@ impl fmt::Display for Capability {
 }
 
 /// Whether one capability is enforced on this host, and what showed it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CapabilityEvidence {
+    /// Whether the probe saw the kernel enforce it on this host.
     pub enforced: bool,
     /// What the probe did and saw; never just a configuration flag.
     pub evidence: String,
 }
 
 impl CapabilityEvidence {
+    /// Not enforced, for this reason.
     #[must_use]
     pub fn missing(reason: impl Into<String>) -> Self {
         Self {
@@ -75,17 +88,27 @@ impl CapabilityEvidence {
 }
 
 /// The capability report of one executor on one host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxCapabilities {
+    /// The policy's network mode holds: no route at all, or only corral's egress proxy.
     pub network_enforcement: CapabilityEvidence,
+    /// The worker's processes are one tree of their own, killed together at every ending.
     pub process_tree_isolation: CapabilityEvidence,
+    /// cpu_seconds bounds the whole process tree.
     pub cpu_limit: CapabilityEvidence,
+    /// memory_bytes bounds the whole process tree, tmpfs, shared memory and memfd included.
     pub memory_limit: CapabilityEvidence,
+    /// disk_bytes bounds every writable place.
     pub disk_limit: CapabilityEvidence,
+    /// max_processes bounds the processes and threads alive at once.
     pub process_limit: CapabilityEvidence,
+    /// Own mount namespace and root: read-only system folders, no host home, sockets or /run.
     pub filesystem_isolation: CapabilityEvidence,
+    /// Only the policy's writable scope can be written; .git stays read-only.
     pub writable_path_enforcement: CapabilityEvidence,
+    /// No credential reaches the worker: exact environment, a uid of its own, no capabilities.
     pub credential_isolation: CapabilityEvidence,
 }
 
@@ -107,6 +130,7 @@ impl SandboxCapabilities {
         }
     }
 
+    /// The evidence for one capability.
     #[must_use]
     pub fn get(&self, cap: Capability) -> &CapabilityEvidence {
         match cap {
@@ -122,6 +146,7 @@ impl SandboxCapabilities {
         }
     }
 
+    /// The evidence for one capability, to record what a probe saw.
     pub fn get_mut(&mut self, cap: Capability) -> &mut CapabilityEvidence {
         match cap {
             Capability::NetworkEnforcement => &mut self.network_enforcement,

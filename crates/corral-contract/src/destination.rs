@@ -16,16 +16,22 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Why a destination was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DestinationError {
+    /// No `:` separates a port.
     #[error("expected host:port")]
     MissingPort,
+    /// The port is not 1-65535 in plain decimal.
     #[error("port must be a decimal number 1-65535 without leading zeros")]
     BadPort,
+    /// Nothing before the `:`.
     #[error("host is empty")]
     EmptyHost,
+    /// An IPv6 literal that is unbracketed, has a zone id, is IPv4-mapped or does not parse.
     #[error("IPv6 literal must be bracketed, without zone id, and not IPv4-mapped")]
     BadIpv6,
+    /// A host whose last label is a number but that is not four plain decimal octets.
     #[error("numeric host is not a strict dotted-decimal IPv4 address")]
     AmbiguousNumericHost,
+    /// A host that is not a DNS name of letters, digits and inner `-`.
     #[error("host is not a valid DNS name")]
     BadDnsName,
 }
@@ -35,6 +41,7 @@ pub enum DestinationError {
 pub enum Host {
     /// Lower-case, no trailing dot.
     Dns(String),
+    /// An IP address (IPv6 is never IPv4-mapped).
     Ip(IpAddr),
 }
 
@@ -139,11 +146,14 @@ pub fn parse_port(s: &str) -> Result<u16, DestinationError> {
 /// A canonical `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Destination {
+    /// The canonical host.
     pub host: Host,
+    /// The port, 1-65535.
     pub port: u16,
 }
 
 impl Destination {
+    /// Parses `host:port` into its one canonical form, or says why it is not one.
     pub fn parse(s: &str) -> Result<Self, DestinationError> {
         let (host, port) = s.rsplit_once(':').ok_or(DestinationError::MissingPort)?;
         if host.starts_with('[') != host.ends_with(']') {
@@ -175,6 +185,7 @@ impl<'de> Deserialize<'de> for Destination {
     }
 }
 
+#[cfg(feature = "schema")]
 impl schemars::JsonSchema for Destination {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Destination".into()
@@ -182,7 +193,8 @@ impl schemars::JsonSchema for Destination {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "description": "A canonical host:port destination."
+            "pattern": crate::schema::destination_pattern(),
+            "description": "host:port (destination_invalid). The host is a DNS name (labels of 1-63 letters, digits and inner '-', at most 253 characters, one trailing dot allowed; its last label not a number), a strict dotted-decimal IPv4 address, or an IPv6 address in brackets (not IPv4-mapped, no zone id); the port is 1-65535 without leading zeros. Admission folds a DNS name to lower case without its trailing dot: that canonical form is what is compared and recorded."
         })
     }
 }

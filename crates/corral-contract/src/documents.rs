@@ -4,92 +4,160 @@
 //! `goal` or `title` can carry authority. Fields that admission must report as missing with a
 //! reason code (rather than as a parse error) are `Option`s here; the generated JSON Schema
 //! still marks them required (see `schema::require_all`).
+//!
+//! The doc comments of these types are the `description`s of the generated schemas: each
+//! says what the field is for and, in parentheses, the reason code admission gives when a
+//! rule on it is broken.
 
 use std::collections::BTreeMap;
 
-use schemars::JsonSchema;
+#[cfg(feature = "schema")]
+use crate::schema::{network_rules, require_all};
 use serde::{Deserialize, Serialize};
 
-use crate::schema::require_all;
-
+/// `schema_version` of a WorkUnit.
 pub const WORK_UNIT_SCHEMA: &str = "corral.work-unit/v1";
+/// `schema_version` of an AgentPreset.
 pub const AGENT_PRESET_SCHEMA: &str = "corral.agent-preset/v1";
+/// `schema_version` of a trusted connections document.
 pub const CONNECTIONS_SCHEMA: &str = "corral.connections/v1";
+/// `schema_version` of a ResultManifest.
 pub const RESULT_MANIFEST_SCHEMA: &str = "corral.result-manifest/v1";
 
 /// One task for one untrusted worker: what to do, with which permissions, budgets and scope.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = require_all, title = "WorkUnit")]
+#[cfg_attr(feature = "schema", schemars(transform = require_all, title = "WorkUnit"))]
 pub struct WorkUnit {
-    #[schemars(extend("const" = WORK_UNIT_SCHEMA))]
+    /// The document's kind and version: `corral.work-unit/v1` (schema_version_unsupported).
+    #[cfg_attr(feature = "schema", schemars(extend("const" = WORK_UNIT_SCHEMA)))]
     pub schema_version: String,
-    #[schemars(length(min = 1, max = 200))]
+    /// The WorkUnit's name, recorded in the ResultManifest: 1-200 of `A-Z a-z 0-9 . _ -`, not
+    /// starting with `.` (id_invalid).
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Id"))]
     pub id: String,
-    /// The canonical task text: the only one a worker receives.
+    /// The canonical task text: the only one the worker receives. Not empty or white space
+    /// only (objective_empty).
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Objective"))]
     pub objective: Option<String>,
+    /// Which commit the workspace is built from.
     pub repository: Repository,
+    /// What the run requires of the sandbox.
     pub security: Security,
+    /// What the worker may do.
     pub permissions: Permissions,
+    /// The run's ceilings.
     pub budget: Budget,
+    /// The path scope: where the candidate may change files.
     pub constraints: Constraints,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The repository a WorkUnit works on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = require_all)]
+#[cfg_attr(feature = "schema", schemars(transform = require_all))]
 pub struct Repository {
-    /// The exact commit the workspace is built from: 40 (SHA-1) or 64 (SHA-256) lowercase hex.
-    #[schemars(regex(pattern = r"^([0-9a-f]{40}|[0-9a-f]{64})$"))]
+    /// The exact commit the workspace is built from: 40 (SHA-1) or 64 (SHA-256) lowercase hex
+    /// digits (base_sha_invalid). Whether the repository has it is checked when the run starts.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$(?!\n)"))
+    )]
     pub base_sha: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// What a WorkUnit requires of the sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = require_all)]
+#[cfg_attr(feature = "schema", schemars(transform = require_all))]
 pub struct Security {
+    /// Always `true`: corral runs workers only in its sandbox (sandbox_not_required).
+    #[cfg_attr(feature = "schema", schemars(extend("const" = true)))]
     pub sandbox_required: Option<bool>,
 }
 
 /// WorkUnit network permission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NetworkPermission {
+    /// No network: the sandbox's own loopback only. Needs a `disabled` preset.
     None,
+    /// Only the destinations of `network_allowlist`, through corral's egress proxy. Needs an
+    /// `allowlisted` or `model_only` preset.
     Allowlist,
+    /// Parsed so that admission can name it, and always rejected (network_unrestricted); the
+    /// schema leaves it out.
+    #[cfg_attr(feature = "schema", schemars(skip))]
     Unrestricted,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// What a WorkUnit's worker may do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = require_all)]
+#[cfg_attr(
+    feature = "schema",
+    schemars(transform = require_all, transform = network_rules)
+)]
 pub struct Permissions {
+    /// Always `true`: a coding agent runs programs (process_execution_not_permitted).
+    #[cfg_attr(feature = "schema", schemars(extend("const" = true)))]
     pub process_execution: Option<bool>,
+    /// Always empty: no secret reaches a worker on this path (secrets_not_permitted).
+    #[cfg_attr(feature = "schema", schemars(length(max = 0)))]
     pub secrets: Option<Vec<String>>,
+    /// `none` or `allowlist`; `unrestricted` is rejected (network_unrestricted). Which one
+    /// fits depends on the preset's `network_policy` (network_policy_mismatch).
     pub network: Option<NetworkPermission>,
-    /// `host:port` strings; parsed and canonicalized by admission.
+    /// The `host:port` destinations the worker may reach: empty for `none`
+    /// (network_allowlist_unexpected), at least one for `allowlist` (network_allowlist_empty),
+    /// each valid (destination_invalid) and named once (destination_duplicate). A `model_only`
+    /// preset's must be destinations of its trusted connection (destination_not_in_connection).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Vec<crate::Destination>", extend("uniqueItems" = true))
+    )]
     pub network_allowlist: Option<Vec<String>>,
+    /// Exactly `constraints.allowed_paths`, in the same order (filesystem_write_mismatch).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Vec<crate::schema::WritablePathPattern>", length(min = 1))
+    )]
     pub filesystem_write: Option<Vec<String>>,
 }
 
-/// Positive ceilings. A backend may enforce stricter values, never weaker ones.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// Positive ceilings. A backend may enforce stricter values, never weaker ones. Each is at
+/// least 1 (budget_not_positive).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = require_all)]
+#[cfg_attr(feature = "schema", schemars(transform = require_all))]
 pub struct Budget {
-    #[schemars(range(min = 1))]
+    /// Wall-clock time of the attempt, in seconds; the worker is killed when it runs out.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub wall_seconds: Option<u64>,
-    #[schemars(range(min = 1))]
+    /// CPU time of the whole process tree, in seconds.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub cpu_seconds: Option<u64>,
-    #[schemars(range(min = 1))]
+    /// Memory of the whole process tree (tmpfs, shared memory and memfd included), in bytes.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub memory_bytes: Option<u64>,
-    #[schemars(range(min = 1))]
+    /// Everything the worker may write (workspace, `/tmp`, `HOME`), in bytes.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub disk_bytes: Option<u64>,
-    #[schemars(range(min = 1))]
+    /// Processes and threads alive at once, a count.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_processes: Option<u64>,
-    #[schemars(range(min = 1))]
+    /// Standard output and standard error kept, each, in bytes; the rest is counted and
+    /// dropped.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_output_bytes: Option<u64>,
-    #[schemars(range(min = 1))]
+    /// Size of the captured patch, in bytes; a larger candidate is rejected.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_patch_bytes: Option<u64>,
 }
 
@@ -109,79 +177,146 @@ impl Budget {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// A WorkUnit's path scope. Entries are repository paths or `fnmatchcase` patterns: no
+/// leading `/`, backslash or control character, no empty, `.` or `..` component, one trailing
+/// `/` allowed (path_invalid); a literal entry also covers everything below it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = require_all)]
+#[cfg_attr(feature = "schema", schemars(transform = require_all))]
 pub struct Constraints {
+    /// Where the candidate may change files: at least one entry (allowed_paths_empty), none
+    /// naming `.git` or a lookalike (path_protected).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Vec<crate::schema::WritablePathPattern>", length(min = 1))
+    )]
     pub allowed_paths: Option<Vec<String>>,
+    /// Where it may not, even inside `allowed_paths`.
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<crate::PathPattern>"))]
     pub forbidden_paths: Option<Vec<String>>,
 }
 
-/// How the objective reaches the worker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// How the objective reaches the worker. `file` is parsed so that admission can name it,
+/// and always rejected until an isolated input mount exists (prompt_transport_file, ADR-0017);
+/// the schema leaves it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PromptTransport {
     /// On standard input, then end of file.
     Stdin {},
     /// As the argument of the preset's own flag (`flag`, `objective`) after the fixed argv.
-    Argument { flag: String },
+    Argument {
+        /// The option word, such as `--prompt`: `-` and at least one more character, no white
+        /// space or control character (prompt_flag_invalid).
+        #[cfg_attr(feature = "schema", schemars(with = "crate::schema::PromptFlag"))]
+        flag: String,
+    },
     /// Always rejected until an isolated input mount exists (ADR-0017).
+    #[cfg_attr(feature = "schema", schemars(skip))]
     File {},
 }
 
 /// Network policy a maintainer gives a preset.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PresetNetworkPolicy {
+    /// The agent needs no network: WorkUnits with network `none`.
     Disabled,
+    /// The agent may reach what a WorkUnit's `network_allowlist` names.
     Allowlisted,
+    /// The agent reaches its model only: the destinations of the trusted connection
+    /// `model_connection` names.
     ModelOnly,
 }
 
 /// A maintainer-owned description of how to run one agent. A WorkUnit can never name an
 /// executable, argv or shell.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "AgentPreset")]
+#[cfg_attr(
+    feature = "schema",
+    schemars(title = "AgentPreset", transform = crate::schema::model_connection_rule)
+)]
 pub struct AgentPreset {
-    #[schemars(extend("const" = AGENT_PRESET_SCHEMA))]
+    /// The document's kind and version: `corral.agent-preset/v1` (schema_version_unsupported).
+    #[cfg_attr(feature = "schema", schemars(extend("const" = AGENT_PRESET_SCHEMA)))]
     pub schema_version: String,
-    #[schemars(length(min = 1, max = 200))]
+    /// The preset's name, recorded in the ResultManifest: 1-200 of `A-Z a-z 0-9 . _ -`, not
+    /// starting with `.` (id_invalid).
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::Id"))]
     pub id: String,
-    /// Absolute path of the agent program.
+    /// The agent program: a normalized absolute host path (executable_not_absolute). It runs
+    /// as installed, read-only, at that path.
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::HostPath"))]
     pub executable: String,
-    /// Fixed arguments, never taken from the WorkUnit.
+    /// Fixed arguments, never taken from the WorkUnit; none holds a NUL (argv_invalid).
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<crate::schema::ArgvEntry>"))]
     pub argv: Vec<String>,
+    /// How the objective reaches the worker: `stdin` or `argument`.
     pub prompt_transport: PromptTransport,
-    /// Name of an entry of the trusted connections document (`model_only` presets).
+    /// Name of an entry of the trusted connections document: required by `model_only` presets
+    /// (model_connection_missing), refused on any other (model_connection_unexpected).
     #[serde(default)]
     pub model_connection: Option<String>,
+    /// The environment variables a caller may pass to the worker (anything else is refused:
+    /// env_not_allowlisted). Never a credential (env_credential_name), a name corral sets
+    /// itself or a loader setting (env_name_invalid).
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<crate::schema::EnvName>"))]
     pub env_allowlist: Vec<String>,
+    /// What network this agent may have; it must fit the WorkUnit's `network`
+    /// (network_policy_mismatch).
     pub network_policy: PresetNetworkPolicy,
-    /// Host paths the worker may read (absolute).
+    /// Host paths the worker may read besides the executable (the agent's install root, say):
+    /// normalized absolute paths outside the host's private trees (read_only_path_invalid).
     #[serde(default)]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Vec<crate::schema::ReadOnlyPath>")
+    )]
     pub read_only_paths: Vec<String>,
-    #[schemars(extend("const" = "candidate_only"))]
+    /// Always `candidate_only`: a run produces a candidate and never grants verification or
+    /// merge authority (authority_not_candidate_only).
+    #[cfg_attr(feature = "schema", schemars(extend("const" = "candidate_only")))]
     pub authority: String,
-    /// When set, the executable's bytes must hash to this (`sha256:<64 hex>` or 64 hex).
+    /// When set, the executable's bytes must hash to this: `sha256:<64 lowercase hex>` or the
+    /// 64 digits alone (executable_digest_invalid; executable_digest_mismatch when the run
+    /// starts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^(sha256:)?[0-9a-f]{64}$"))]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^(?:sha256:)?[0-9a-f]{64}$(?!\n)"))
+    )]
     pub executable_sha256: Option<String>,
 }
 
-/// Maintainer-owned model/execution connections, resolved before admission.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// Maintainer-owned model/execution connections, resolved before admission. Admission reads
+/// the entry a `model_only` preset names; the schema checks every entry the same way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "TrustedConnections")]
+#[cfg_attr(feature = "schema", schemars(title = "TrustedConnections"))]
 pub struct TrustedConnections {
-    #[schemars(extend("const" = CONNECTIONS_SCHEMA))]
+    /// The document's kind and version: `corral.connections/v1` (schema_version_unsupported).
+    #[cfg_attr(feature = "schema", schemars(extend("const" = CONNECTIONS_SCHEMA)))]
     pub schema_version: String,
+    /// The connections, by the name a preset's `model_connection` uses.
     pub connections: BTreeMap<String, Connection>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One trusted connection: where a `model_only` agent's model is served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Connection {
-    /// `host:port` destinations this connection may reach.
+    /// `host:port` destinations this connection may reach, each valid (destination_invalid)
+    /// and named once (destination_duplicate).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Vec<crate::Destination>", extend("uniqueItems" = true))
+    )]
     pub destinations: Vec<String>,
 }

@@ -3,13 +3,13 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroU64;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The program a worker runs, fixed by the preset, plus its explicit input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::schema::require_keys)]
+#[cfg_attr(feature = "schema", schemars(transform = crate::schema::require_keys))]
 pub struct ExecSpec {
     /// Absolute path, from the preset.
     pub executable: String,
@@ -29,14 +29,22 @@ pub struct ExecSpec {
 }
 
 /// Positive ceilings from the WorkUnit budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
+    /// Wall-clock time of the attempt, in seconds.
     pub wall_seconds: NonZeroU64,
+    /// CPU time of the whole process tree, in seconds.
     pub cpu_seconds: NonZeroU64,
+    /// Memory of the whole process tree, in bytes.
     pub memory_bytes: NonZeroU64,
+    /// Everything the worker may write, in bytes.
     pub disk_bytes: NonZeroU64,
+    /// Processes and threads alive at once, a count.
     pub max_processes: NonZeroU64,
+    /// Standard output and standard error kept, each, in bytes.
     pub max_output_bytes: NonZeroU64,
+    /// Size of the captured patch, in bytes.
     pub max_patch_bytes: NonZeroU64,
 }

@@ -1,14 +1,16 @@
 //! ResultManifest and CandidateReference (CONTRACT.md).
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::canonical::Digest;
 use crate::capabilities::SandboxCapabilities;
 use crate::codes::Rejection;
+#[cfg(feature = "schema")]
 use crate::documents::RESULT_MANIFEST_SCHEMA;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// How a run that passed admission ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// The worker exited 0 and every check passed.
@@ -19,95 +21,151 @@ pub enum Outcome {
     AttemptFailed,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// How the worker's process tree ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Termination {
+    /// The worker exited by itself (`exit_code`).
     Exited,
+    /// A signal ended the worker (`signal`), not one of corral's limits.
     Signaled,
+    /// `wall_seconds` ran out and corral killed the tree.
     WallTimeout,
+    /// `cpu_seconds` ran out.
     CpuLimit,
+    /// The tree hit `memory_bytes` and the kernel killed a process of it.
     MemoryLimit,
+    /// The run was cancelled (corral was interrupted) and the tree killed.
     Cancelled,
+    /// The worker never ran (the sandbox could not be set up, say).
     NotStarted,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// An input document of the run: its `id` and the `sha256:` of its canonical JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DocumentRef {
+    /// The document's `id`, as written.
     pub id: String,
+    /// The `sha256:` of its canonical JSON.
     pub digest: Digest,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The repository state the attempt started from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RepositoryRef {
+    /// The base commit (40 or 64 lowercase hex digits).
     pub base_sha: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The sandbox the worker ran in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SandboxRecord {
+    /// The sandbox backend (`linux`).
     pub backend: String,
+    /// The capabilities probed before the run, each with its evidence (all enforced, or
+    /// nothing ran).
     pub capabilities: SandboxCapabilities,
+    /// The `sha256:` of the SandboxPolicy's canonical JSON.
     pub policy_digest: Digest,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// What the worker's execution used and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecutionRecord {
+    /// How the process tree ended.
     pub termination: Termination,
+    /// The worker's exit status, when it exited.
     pub exit_code: Option<i32>,
+    /// The signal that ended the worker, when one did.
     pub signal: Option<i32>,
+    /// Wall-clock time, in milliseconds.
     pub wall_ms: u64,
+    /// CPU time of the whole tree, in milliseconds.
     pub cpu_ms: u64,
+    /// Peak memory of the whole tree, in bytes.
     pub peak_memory_bytes: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One stored output stream of the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LogRef {
+    /// The `sha256:` of the bytes kept, in the artifact store.
     pub digest: Digest,
     /// Bytes the worker wrote to the stream (may exceed what was kept).
     pub bytes: u64,
+    /// Whether more was written than `max_output_bytes` kept.
     pub truncated: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The worker's standard output and standard error, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Logs {
+    /// Standard output.
     pub stdout: LogRef,
+    /// Standard error.
     pub stderr: LogRef,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// An artifact in the content-addressed store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ArtifactRef {
+    /// The `sha256:` of its bytes: its name in the store.
     pub digest: Digest,
+    /// Its size, in bytes.
     pub bytes: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// How one path of the candidate changed against the base commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
+    /// New.
     Added,
+    /// Other content.
     Modified,
+    /// Gone.
     Deleted,
+    /// A file became a symbolic link or the other way round.
     TypeChanged,
+    /// Same content, other mode (the executable bit).
     ModeChanged,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// One path the candidate changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ChangedPath {
+    /// The repository path.
     pub path: String,
+    /// How it changed.
     pub change: ChangeKind,
 }
 
 /// The captured candidate: one patch in the artifact store and the paths it changes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CandidateReference {
+    /// The patch (`git apply`-able against the base commit) in the artifact store.
     pub patch: ArtifactRef,
+    /// Every path it changes.
     pub changed_paths: Vec<ChangedPath>,
 }
 
@@ -134,7 +192,8 @@ impl<'de> Deserialize<'de> for NoAuthority {
     }
 }
 
-impl JsonSchema for NoAuthority {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for NoAuthority {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "NoAuthority".into()
     }
@@ -144,29 +203,44 @@ impl JsonSchema for NoAuthority {
 }
 
 /// Always `{ "verification": false, "merge": false }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Authority {
+    /// Always `false`: the candidate is not verified by this run.
     pub verification: NoAuthority,
+    /// Always `false`: the candidate may not be merged on this run's word.
     pub merge: NoAuthority,
 }
 
 /// The record of one run that passed admission, whatever happened after.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "ResultManifest")]
+#[cfg_attr(feature = "schema", schemars(title = "ResultManifest"))]
 pub struct ResultManifest {
-    #[schemars(extend("const" = RESULT_MANIFEST_SCHEMA))]
+    /// The document's kind and version: `corral.result-manifest/v1`.
+    #[cfg_attr(feature = "schema", schemars(extend("const" = RESULT_MANIFEST_SCHEMA)))]
     pub schema_version: String,
+    /// How the run ended.
     pub outcome: Outcome,
+    /// Why the candidate was rejected or the attempt failed (empty when captured).
     pub rejections: Vec<Rejection>,
+    /// The admitted WorkUnit.
     pub work_unit: DocumentRef,
+    /// The admitted AgentPreset.
     pub preset: DocumentRef,
+    /// The base commit.
     pub repository: RepositoryRef,
+    /// The sandbox and the policy it enforced.
     pub sandbox: SandboxRecord,
+    /// What the worker used and how it ended.
     pub execution: ExecutionRecord,
+    /// The worker's stored output.
     pub logs: Logs,
+    /// The captured candidate (`candidate_captured` only).
     pub candidate: Option<CandidateReference>,
+    /// What the run grants: nothing.
     pub authority: Authority,
     /// The executable that ran and its digest (provider-version drift evidence).
     pub executable: ExecutableRecord,
@@ -179,27 +253,36 @@ pub struct ResultManifest {
     pub network: Vec<EgressRecord>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+/// The program the worker ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecutableRecord {
+    /// The preset's executable path.
     pub path: String,
+    /// The `sha256:` of the bytes that ran.
     pub digest: Digest,
 }
 
 /// One line of a run's egress record (allowlist mode, ADR-0030): what the worker asked the
 /// egress proxy for, whether it was allowed, and the bytes relayed. Aggregated per
 /// `(destination, allowed, reason)`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EgressRecord {
     /// Canonical `host:port`, or the escaped raw authority when it could not be parsed
     /// (`-` when no request could be read).
     pub destination: String,
+    /// Whether the proxy let it through.
     pub allowed: bool,
     /// Why it was refused or failed (a stable code such as `not_on_allowlist`); `None` when
     /// allowed and relayed.
     pub reason: Option<String>,
+    /// Connections to the proxy this line aggregates, a count.
     pub connections: u64,
+    /// Relayed from the worker to the destination, in bytes.
     pub bytes_up: u64,
+    /// Relayed from the destination to the worker, in bytes.
     pub bytes_down: u64,
 }

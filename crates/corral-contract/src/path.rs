@@ -16,20 +16,28 @@ pub const MAX_PATH_BYTES: usize = 4096;
 /// Why a path or pattern was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
+    /// The empty string.
     #[error("path is empty")]
     Empty,
+    /// More than [`MAX_PATH_BYTES`] bytes.
     #[error("path is longer than {MAX_PATH_BYTES} bytes")]
     TooLong,
+    /// Starts with `/`.
     #[error("path starts with '/' (paths are repository-relative)")]
     Absolute,
+    /// Holds a backslash.
     #[error("path contains a backslash (only '/' separates components)")]
     Backslash,
+    /// Holds a control character (Unicode `Cc`).
     #[error("path contains a control character")]
     ControlCharacter,
+    /// `//`, or a trailing `/` where none is allowed.
     #[error("path has an empty component ('//' or a trailing '/')")]
     EmptyComponent,
+    /// A `.` component.
     #[error("path has a '.' component")]
     DotComponent,
+    /// A `..` component.
     #[error("path has a '..' component")]
     DotDotComponent,
 }
@@ -85,6 +93,7 @@ impl RepoPath {
         Self::new(s).map_err(RepoPathBytesError::Invalid)
     }
 
+    /// The path as written.
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
@@ -99,8 +108,10 @@ impl RepoPath {
 /// Rejection of a raw path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RepoPathBytesError {
+    /// The bytes are not UTF-8.
     #[error("path is not valid UTF-8")]
     NotUtf8,
+    /// UTF-8, but not a valid path.
     #[error(transparent)]
     Invalid(PathError),
 }
@@ -231,6 +242,7 @@ impl PathPattern {
         })
     }
 
+    /// The entry as written (a trailing `/` kept).
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.text
@@ -301,6 +313,7 @@ impl<'de> Deserialize<'de> for PathPattern {
     }
 }
 
+#[cfg(feature = "schema")]
 impl schemars::JsonSchema for PathPattern {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "PathPattern".into()
@@ -308,11 +321,14 @@ impl schemars::JsonSchema for PathPattern {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "description": "A repository path or fnmatchcase pattern (RepoPath rules; one trailing / allowed)."
+            "maxLength": MAX_PATH_BYTES,
+            "pattern": crate::schema::path_pattern_pattern(),
+            "description": "A scope entry: a repository path or fnmatchcase pattern (* and ? also match /, [seq] and [!seq] classes). No leading /, backslash or control character, no empty, . or .. component, one trailing / allowed, at most 4096 bytes (path_invalid). A literal entry also covers everything below it."
         })
     }
 }
 
+#[cfg(feature = "schema")]
 impl schemars::JsonSchema for RepoPath {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "RepoPath".into()
@@ -320,6 +336,8 @@ impl schemars::JsonSchema for RepoPath {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
+            "maxLength": MAX_PATH_BYTES,
+            "pattern": crate::schema::repo_path_pattern(),
             "description": "A repository-relative Git-style path: no backslash, no leading /, no control character, no empty, . or .. component."
         })
     }

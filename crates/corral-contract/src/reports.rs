@@ -2,7 +2,6 @@
 //! that their JSON Schemas come from the same types that write them. Every key is present in
 //! every report, whatever the outcome; what is not known is `null` or empty.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::Digest;
@@ -20,14 +19,17 @@ pub const VERIFY_REPORT_SCHEMA: &str = "corral.verify-report/v1";
 
 /// What `corral probe --json` prints: the capabilities this host's backend enforces, each
 /// with the evidence that showed it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "ProbeReport")]
+#[cfg_attr(feature = "schema", schemars(title = "ProbeReport"))]
 pub struct ProbeReportDocument {
-    #[schemars(extend("const" = PROBE_REPORT_SCHEMA))]
+    /// The report's kind and version: `corral.probe-report/v1`.
+    #[cfg_attr(feature = "schema", schemars(extend("const" = PROBE_REPORT_SCHEMA)))]
     pub schema_version: String,
     /// The sandbox backend that was probed (`linux`).
     pub backend: String,
+    /// Each of the nine capabilities: enforced or not, and what showed it.
     pub capabilities: SandboxCapabilities,
     /// The Landlock ABI version the kernel offers; 0 when it offers none.
     pub landlock_abi: u32,
@@ -36,19 +38,24 @@ pub struct ProbeReportDocument {
 }
 
 /// A document admission looked at: its `id` and the `sha256:` of its canonical JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DocumentRef {
+    /// The document's `id`, as written.
     pub id: String,
+    /// The `sha256:` of its canonical JSON.
     pub digest: Digest,
 }
 
 /// What `corral admit --json` prints, admitted or not.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "AdmissionReport", transform = crate::schema::require_keys)]
+#[cfg_attr(feature = "schema", schemars(title = "AdmissionReport", transform = crate::schema::require_keys))]
 pub struct AdmissionReport {
-    #[schemars(extend("const" = ADMISSION_REPORT_SCHEMA))]
+    /// The report's kind and version: `corral.admission-report/v1`.
+    #[cfg_attr(feature = "schema", schemars(extend("const" = ADMISSION_REPORT_SCHEMA)))]
     pub schema_version: String,
     /// Whether the pair (and the connections) were admitted.
     pub admissible: bool,
@@ -91,42 +98,55 @@ impl AdmissionReport {
 }
 
 /// The state of one stored artifact, as one word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ArtifactState {
+    /// Present, and its bytes hash to the recorded digest.
     Intact,
+    /// Not in the artifact store.
     Missing,
+    /// Its bytes hash to another digest.
     Mismatch,
+    /// Its digest matches, but its size is not the one the manifest records.
     SizeMismatch,
+    /// The store's entry is not a regular file.
     NotRegular,
+    /// The manifest file is not the canonical JSON corral writes (re-encoded or edited).
     NotCanonical,
+    /// It could not be read.
     Unreadable,
 }
 
 /// One artifact a manifest names, as `verify` found it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct VerifyReportEntry {
     /// `manifest`, `patch`, `stdout` or `stderr`.
     pub role: String,
     /// The `sha256:` the manifest records.
     pub digest: Digest,
+    /// What `verify` found, as one word.
     pub status: ArtifactState,
     /// The same in words (`mismatch: expected sha256:... got sha256:...`).
     pub detail: String,
 }
 
 /// What `corral verify --json` prints.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "VerifyReport", transform = crate::schema::require_keys)]
+#[cfg_attr(feature = "schema", schemars(title = "VerifyReport", transform = crate::schema::require_keys))]
 pub struct VerifyReport {
-    #[schemars(extend("const" = VERIFY_REPORT_SCHEMA))]
+    /// The report's kind and version: `corral.verify-report/v1`.
+    #[cfg_attr(feature = "schema", schemars(extend("const" = VERIFY_REPORT_SCHEMA)))]
     pub schema_version: String,
     /// The manifest file as given.
     pub manifest: String,
     /// Whether the manifest and every artifact it names are intact.
     pub intact: bool,
+    /// The manifest file and each artifact it names, as found.
     pub entries: Vec<VerifyReportEntry>,
     /// Why the manifest could not be verified at all (then `entries` is empty).
     pub error: Option<String>,

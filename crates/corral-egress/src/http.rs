@@ -9,10 +9,14 @@ use std::io::Read;
 /// Largest request head accepted.
 pub const MAX_HEAD_BYTES: usize = 32 * 1024;
 
+/// A parsed HTTP/1.x request head: the request line and the headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
+    /// The request method as sent (`CONNECT`, `GET`, ...).
     pub method: String,
+    /// The request target as sent, not interpreted here (`host:port` for `CONNECT`).
     pub target: String,
+    /// The HTTP version as sent: `HTTP/1.1` or `HTTP/1.0`, the only ones accepted.
     pub version: String,
     /// Headers in order, names as sent.
     pub headers: Vec<(String, String)>,
@@ -40,7 +44,10 @@ impl RequestHead {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{status} {reason}")]
 pub struct HeadError {
+    /// The HTTP status to answer with.
     pub status: u16,
+    /// Why the head was refused: a stable snake_case code (`malformed_request_line`,
+    /// `request_head_too_large`, ...) the proxy sends in its `X-Corral-Egress` header.
     pub reason: &'static str,
 }
 

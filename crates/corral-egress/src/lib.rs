@@ -20,6 +20,7 @@
 //!    request is never forwarded. `Upgrade` is refused.
 //!
 //! Every decision and the bytes relayed are recorded per destination for the manifest.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod addr;
@@ -40,6 +41,7 @@ use crate::http::{HeadError, RequestHead, content_length, read_head};
 
 /// Resolves a DNS name for the proxy. Injected so tests can give names to lab addresses.
 pub trait Resolve: Send + Sync {
+    /// The addresses `name` resolves to for a connection to `port`.
     fn resolve(&self, name: &str, port: u16) -> io::Result<Vec<IpAddr>>;
 }
 
@@ -67,6 +69,8 @@ pub struct ProxyLimits {
 }
 
 impl ProxyLimits {
+    /// Limits for a sandbox with this wall budget: 64 connections at once, an idle timeout of
+    /// 120 s (or `wall`, if shorter), a deadline `wall` from now, 10 s to connect upstream.
     #[must_use]
     pub fn for_wall_budget(wall: Duration) -> Self {
         Self {

@@ -79,7 +79,9 @@ pub const BACKOFF_LIMIT_PER_INDEX: i32 = 1;
 /// Where the container finds the documents, keeps its state, and which env var picks the
 /// WorkUnit.
 pub const DOCUMENTS_DIR: &str = "/etc/corral/run";
+/// corral's own state in the container (`HOME`, caches, the artifact store).
 pub const STATE_DIR: &str = "/var/lib/corral";
+/// Set from the pod's completion index; picks `work-unit-<index>.json`.
 pub const INDEX_ENV: &str = "CORRAL_WORK_UNIT_INDEX";
 const TMP_SIZE: &str = "64Mi";
 
@@ -104,7 +106,10 @@ pub struct JobOptions {
 /// The two objects of an export: the ConfigMap must exist before the Job's pods start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobExport {
+    /// The immutable ConfigMap holding the admitted documents: the preset, the connections
+    /// (when given) and every WorkUnit.
     pub config_map: ConfigMap,
+    /// The Indexed Job: one completion per WorkUnit, each running `corral run`.
     pub job: Job,
 }
 

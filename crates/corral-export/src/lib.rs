@@ -7,6 +7,7 @@
 //! `corral_admission::admit` on every WorkUnit with the same rules as `corral run`; a single
 //! rejection rejects the whole export. The crate is pure: it builds values, the caller writes
 //! them (ADR-0050).
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod k8s;
@@ -24,12 +25,19 @@ pub enum ExportError {
     /// An option's value is unusable; `option` names it (`--image`).
     #[error("{option}: {message}")]
     BadOption {
+        /// The option, as the command line spells it.
         option: &'static str,
+        /// What is wrong with its value.
         message: String,
     },
     /// Serialization of a typed struct failed (a bug, not bad input).
     #[error("serializing {what}: {message}")]
-    Serialize { what: &'static str, message: String },
+    Serialize {
+        /// What was being serialized.
+        what: &'static str,
+        /// The serializer's error.
+        message: String,
+    },
 }
 
 fn bad(option: &'static str, message: impl Into<String>) -> ExportError {
@@ -47,10 +55,12 @@ pub struct AdmittedUnit {
 }
 
 impl AdmittedUnit {
+    /// The WorkUnit as parsed.
     #[must_use]
     pub fn work_unit(&self) -> &WorkUnit {
         &self.work_unit
     }
+    /// The run admission made of it (its SandboxPolicy, exec spec and limits).
     #[must_use]
     pub fn run(&self) -> &AdmittedRun {
         &self.run
@@ -98,14 +108,17 @@ impl Admitted {
         }
     }
 
+    /// The admitted WorkUnits, in batch order.
     #[must_use]
     pub fn units(&self) -> &[AdmittedUnit] {
         &self.units
     }
+    /// The AgentPreset every unit was admitted with.
     #[must_use]
     pub fn preset(&self) -> &AgentPreset {
         &self.preset
     }
+    /// The trusted connections document the batch was admitted with, if any.
     #[must_use]
     pub fn connections(&self) -> Option<&TrustedConnections> {
         self.connections.as_ref()

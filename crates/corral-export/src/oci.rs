@@ -24,9 +24,14 @@ use crate::{Admitted, ExportError, bad};
 
 /// The worker's uid/gid, HOME, TMPDIR and PATH, as in `corral run` (ADR-0010).
 pub const WORKER_ID: u32 = 65534;
+/// The worker's `HOME` (`TMPDIR` is `/tmp`).
 pub const HOME: &str = "/home/corral";
+/// The worker's `PATH`.
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+/// Where the workspace is mounted, and the worker's working directory.
 pub const WORKSPACE: &str = "/workspace";
+/// Prefix of the bundle's annotations: the admitted documents, the SandboxPolicy and limits,
+/// and what OCI cannot express or corral enforces more strictly (ADR-0050).
 pub const ANNOTATION_PREFIX: &str = "dev.corral.";
 
 /// Syscalls denied with EPERM outright: the same list as corral's seccomp filter

@@ -18,17 +18,23 @@ use std::time::{Duration, Instant};
 /// Which cgroup version a hierarchy is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupVersion {
+    /// cgroup v1: one hierarchy per controller.
     V1,
+    /// cgroup v2: the unified hierarchy.
     V2,
 }
 
 /// Limits written to a run's cgroup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CgroupLimits {
+    /// Memory limit in bytes (`memory.max`, or `memory.limit_in_bytes` on v1); swap is
+    /// not allowed on top of it.
     pub memory_bytes: u64,
+    /// Most tasks the group may hold (`pids.max`).
     pub pids_max: u64,
     /// CPU bandwidth: `quota_us` per `period_us`.
     pub cpu_quota_us: u64,
+    /// The period of the CPU bandwidth limit, in microseconds.
     pub cpu_period_us: u64,
 }
 
@@ -39,10 +45,16 @@ pub(crate) const V2_CONTROLLERS: [&str; 3] = ["cpu", "memory", "pids"];
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Hierarchy {
     /// The parent directory (this process's cgroup) on the unified hierarchy.
-    V2 { parent: PathBuf },
+    V2 {
+        /// This process's cgroup directory.
+        parent: PathBuf,
+    },
     /// Per controller (`memory`, `pids`, `cpu`, `cpuacct`, `freezer`): this process's cgroup
     /// directory.
-    V1 { parents: Vec<(String, PathBuf)> },
+    V1 {
+        /// `(controller, directory)` pairs.
+        parents: Vec<(String, PathBuf)>,
+    },
 }
 
 fn join_rel(base: &Path, rel: &str) -> PathBuf {
@@ -168,6 +180,7 @@ impl Hierarchy {
         Self::detect(Path::new("/"), &cg, &mi)
     }
 
+    /// Which cgroup version this hierarchy is.
     #[must_use]
     pub fn version(&self) -> CgroupVersion {
         match self {
@@ -643,7 +656,9 @@ pub trait CgroupOps {
 /// One run's cgroup (v1 or v2); removed on drop.
 #[derive(Debug)]
 pub enum RunCgroup {
+    /// A group on cgroup v1.
     V1(V1Group),
+    /// A group on cgroup v2.
     V2(V2Group),
 }
 

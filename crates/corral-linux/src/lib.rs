@@ -23,6 +23,7 @@
 //! `allowlist` is the same namespace plus the caller's egress proxy, served on a listener the
 //! supervisor creates inside it ([`egress`]); it needs an `EgressGateway`
 //! (`corral_sandbox::execute_admitted_with`) and is refused without one.
+#![warn(missing_docs)]
 #![allow(
     unsafe_code,
     reason = "namespaces, mounts, seccomp and Landlock need raw system calls; each block has a SAFETY comment"
@@ -75,6 +76,8 @@ impl LinuxSandboxExecutor {
         Self::with_config(LinuxConfig::default())
     }
 
+    /// Collects cgroups left by a corral that was killed, then probes this host (real
+    /// checks, see [`probe::probe`]) with `config`.
     #[must_use]
     pub fn with_config(config: LinuxConfig) -> Self {
         // Groups left by a corral that was killed before it could clean up.
@@ -95,11 +98,13 @@ impl LinuxSandboxExecutor {
         }
     }
 
+    /// What the probe saw, and the SandboxCapabilities this executor attests.
     #[must_use]
     pub fn probe_report(&self) -> &ProbeReport {
         &self.report
     }
 
+    /// The backend's tunables.
     #[must_use]
     pub fn config(&self) -> &LinuxConfig {
         &self.config

@@ -21,11 +21,14 @@ use crate::{LinuxSandboxExecutor, seccomp, sys};
 /// One observed host feature.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observation {
+    /// Whether the feature works on this host.
     pub ok: bool,
+    /// What was observed, in words (it goes into the capabilities' evidence).
     pub detail: String,
 }
 
 impl Observation {
+    /// A feature that works, with what was observed.
     #[must_use]
     pub fn ok(detail: impl Into<String>) -> Self {
         Self {
@@ -33,6 +36,7 @@ impl Observation {
             detail: detail.into(),
         }
     }
+    /// A feature that is missing or broken, with what was observed.
     #[must_use]
     pub fn missing(detail: impl Into<String>) -> Self {
         Self {
@@ -49,9 +53,11 @@ pub struct Observations {
     pub root: Observation,
     /// A usable cgroup hierarchy and a test group created beneath ours.
     pub cgroup: Observation,
+    /// A memory limit written to the test group reads back.
     pub cgroup_memory: Observation,
     /// No swap escape: swap limit set to 0, or no swap on the host.
     pub cgroup_swap: Observation,
+    /// A task limit written to the test group reads back.
     pub cgroup_pids: Observation,
     /// CPU bandwidth cap and CPU usage accounting.
     pub cgroup_cpu: Observation,
@@ -227,13 +233,18 @@ pub fn capabilities_from(o: &Observations) -> SandboxCapabilities {
 /// executor needs to run (the cgroup hierarchy, the Landlock ABI).
 #[derive(Debug, Clone)]
 pub struct ProbeReport {
+    /// What the probe saw.
     pub observations: Observations,
+    /// The SandboxCapabilities derived from the observations, with their evidence.
     pub capabilities: SandboxCapabilities,
+    /// The usable cgroup hierarchy, when one was found.
     pub hierarchy: Option<Hierarchy>,
+    /// The Landlock ABI (0 = unavailable).
     pub landlock_abi: u32,
 }
 
 impl ProbeReport {
+    /// A report from observations (derives the capabilities with [`capabilities_from`]).
     #[must_use]
     pub fn from_observations(observations: Observations, hierarchy: Option<Hierarchy>) -> Self {
         let capabilities = capabilities_from(&observations);

@@ -15,6 +15,7 @@ use std::path::Path;
 /// One thing rootless mode needs, and whether this host has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Need {
+    /// Whether this host has it.
     pub ok: bool,
     /// Whether rootless mode cannot run without it (subordinate ids only improve it).
     pub required: bool,

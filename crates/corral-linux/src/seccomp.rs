@@ -18,9 +18,13 @@ use std::fmt;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SockFilter {
+    /// The BPF instruction (class, size, mode, operation).
     pub code: u16,
+    /// Instructions to skip when a conditional jump is taken.
     pub jt: u8,
+    /// Instructions to skip when a conditional jump is not taken.
     pub jf: u8,
+    /// The instruction's constant operand.
     pub k: u32,
 }
 
@@ -31,12 +35,19 @@ const BPF_JMP_JSET_K: u16 = 0x05 | 0x40;
 const BPF_JMP_JA: u16 = 0x05;
 const BPF_RET_K: u16 = 0x06;
 
+/// Filter result: kill the whole process.
 pub const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
+/// Filter result: fail the syscall with the errno in the low 16 bits.
 pub const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+/// Filter result: run the syscall.
 pub const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+/// `seccomp_data.arch` of an x86_64 syscall (and of an x32 one).
 pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+/// `seccomp_data.arch` of an aarch64 syscall.
 pub const AUDIT_ARCH_AARCH64: u32 = 0xc000_00b7;
+/// `seccomp_data.arch` of an ia32 syscall (`int 0x80`, compat mode).
 pub const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+/// The x32 ABI's bit in x86_64 syscall numbers.
 pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 const OFF_NR: u32 = 0;
@@ -55,9 +66,13 @@ pub const CLONE_NS_FLAGS: u32 = 0x0002_0000 // CLONE_NEWNS
     | 0x2000_0000 // CLONE_NEWPID
     | 0x4000_0000; // CLONE_NEWNET
 
+/// `ioctl` request that injects input into a terminal (denied: KRN-01).
 pub const TIOCSTI: u32 = 0x5412;
+/// `ioctl` request for Linux console functions, including selection paste (denied: KRN-01).
 pub const TIOCLINUX: u32 = 0x541C;
+/// `ioctl` request that redirects console output (denied: KRN-01).
 pub const TIOCCONS: u32 = 0x541D;
+/// `ioctl` request that sets a terminal's line discipline (denied: KRN-01).
 pub const TIOCSETD: u32 = 0x5423;
 /// Socket families the worker may create with `socket()`: AF_INET, AF_INET6 (its own
 /// loopback, and the egress proxy in allowlist mode). Not AF_UNIX: `connect()` on a pathname
@@ -82,20 +97,27 @@ pub const SOCKETPAIR_FAMILIES: &[u32] = &[1];
 /// When a rule denies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cond {
+    /// Whenever the syscall is made.
     Always,
     /// `low32(arg) & mask != 0`.
     ArgMaskAny {
+        /// The argument's index (0-5).
         arg: u8,
+        /// Bits of which any one set denies.
         mask: u32,
     },
     /// `low32(arg)` is one of `values`.
     ArgEqAny {
+        /// The argument's index (0-5).
         arg: u8,
+        /// The values that deny.
         values: &'static [u32],
     },
     /// `low32(arg)` is none of `allowed`.
     ArgNotIn {
+        /// The argument's index (0-5).
         arg: u8,
+        /// The only values allowed; any other denies.
         allowed: &'static [u32],
     },
 }
@@ -103,10 +125,15 @@ pub enum Cond {
 /// One deny rule: the syscall on each architecture, the condition and the errno returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rule {
+    /// The syscall's name.
     pub name: &'static str,
+    /// Its number on x86_64, `None` when it has none there.
     pub x86_64: Option<u32>,
+    /// Its number on aarch64, `None` when it has none there.
     pub aarch64: Option<u32>,
+    /// When the rule denies.
     pub cond: Cond,
+    /// The errno a denied call returns.
     pub errno: i32,
 }
 
@@ -259,7 +286,9 @@ pub const RULES: &[Rule] = &[
 /// A target architecture of the filter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
+    /// x86_64 (`AUDIT_ARCH_X86_64`).
     X86_64,
+    /// aarch64 (`AUDIT_ARCH_AARCH64`).
     Aarch64,
 }
 

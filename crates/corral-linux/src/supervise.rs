@@ -37,9 +37,11 @@ pub struct LinuxConfig {
     /// pipe pages, message-queue bytes, RLIMIT_NPROC) are never shared with a host user or
     /// another corral (RES-PID-02; ADR-0010).
     pub worker_uid: u32,
+    /// The worker's gid. Default: the same id as `worker_uid`.
     pub worker_gid: u32,
     /// CPU bandwidth cap in thousandths of a CPU (default: all CPUs but one, at least one).
     pub cpu_bandwidth_millicores: u64,
+    /// The period of the CPU bandwidth cap, in microseconds (default 100 ms).
     pub cpu_period_us: u64,
     /// How often the supervisor checks the cgroup's CPU usage against `cpu_seconds`.
     pub cpu_check_interval: Duration,
@@ -82,7 +84,9 @@ impl Default for LinuxConfig {
     }
 }
 
+/// The worker's `PATH`.
 pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+/// The worker's `HOME`, private to the sandbox.
 pub const SANDBOX_HOME: &str = "/home/corral";
 
 /// `/proc` files masked with `/dev/null` in the sandbox: the kernel keyring is not namespaced
@@ -96,6 +100,7 @@ pub const PROC_MASKED: &[&str] = &[
     "kcore",
     "latency_stats",
 ];
+/// The worker's `TMPDIR`, private to the sandbox.
 pub const SANDBOX_TMP: &str = "/tmp";
 const ATTACH: &str = "/tmp";
 const NEW_ROOT: &str = "/tmp/root";

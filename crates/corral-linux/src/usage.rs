@@ -8,8 +8,11 @@ use crate::cgroup::Hierarchy;
 /// What the running attempt uses right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveUsage {
+    /// CPU time used so far, in milliseconds (0 on cgroup v1 when `cpuacct` cannot be read).
     pub cpu_ms: u64,
+    /// Memory in use now, in bytes.
     pub memory_bytes: u64,
+    /// Tasks in the attempt's cgroup now.
     pub processes: u64,
 }
 

@@ -8,6 +8,7 @@
 //!   is `candidate_captured` only when the worker exited 0 and capture found no violation, and
 //!   authority is always `{ verification: false, merge: false }`.
 //! - Depends on `corral-contract` and `corral-capture` only.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod store;
@@ -40,13 +41,22 @@ pub struct LogCapture<'a> {
 /// The facts of one admitted run, from which the manifest is normalized.
 #[derive(Debug, Clone)]
 pub struct RunRecord<'a> {
+    /// The admitted WorkUnit's id and digest.
     pub work_unit: DocumentRef,
+    /// The admitted AgentPreset's id and digest.
     pub preset: DocumentRef,
+    /// The base commit the attempt started from.
     pub base_sha: String,
+    /// The backend, its capabilities and the digest of the SandboxPolicy the attempt ran
+    /// under.
     pub sandbox: SandboxRecord,
+    /// How the worker ended and what it used.
     pub execution: ExecutionRecord,
+    /// The executable that ran, as corral hashed it.
     pub executable: ExecutableRecord,
+    /// The worker's standard output as the executor kept it.
     pub stdout: LogCapture<'a>,
+    /// The worker's standard error as the executor kept it.
     pub stderr: LogCapture<'a>,
     /// The capture, when it ran and completed. `None` (not started, or corral could not
     /// capture) never yields a candidate.
@@ -88,8 +98,11 @@ pub fn outcome_for(
 /// A manifest written to the store.
 #[derive(Debug, Clone)]
 pub struct StoredManifest {
+    /// The ResultManifest as stored.
     pub manifest: ResultManifest,
+    /// The digest of its canonical JSON bytes, which names it in the store.
     pub digest: Digest,
+    /// Where the store keeps it.
     pub path: PathBuf,
     /// The canonical JSON bytes that were stored.
     pub bytes: Vec<u8>,
@@ -189,20 +202,39 @@ pub fn normalize_and_store(
 pub enum ArtifactRole {
     /// The manifest file itself (checked when its name is a digest).
     Manifest,
+    /// The candidate's patch ([`CandidateReference::patch`]).
     Patch,
+    /// The worker's standard output log.
     Stdout,
+    /// The worker's standard error log.
     Stderr,
 }
 
 /// The state of one artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VerifyStatus {
+    /// Present, with the recorded digest (and size).
     Intact,
+    /// No file in the store for the digest.
     Missing,
-    Mismatch { actual: Digest },
-    SizeMismatch { recorded: u64, actual: u64 },
+    /// The bytes hash to another digest.
+    Mismatch {
+        /// The digest of the bytes found.
+        actual: Digest,
+    },
+    /// The digest matches but the size is not the one the manifest records (more than it
+    /// records, for a truncated log).
+    SizeMismatch {
+        /// Bytes the manifest records.
+        recorded: u64,
+        /// Bytes found.
+        actual: u64,
+    },
+    /// The store's entry is not a regular file.
     NotRegular,
+    /// The manifest file is not the canonical JSON corral writes (re-encoded or edited).
     NotCanonical,
+    /// The artifact could not be read; why.
     Unreadable(String),
 }
 
@@ -223,10 +255,15 @@ impl VerifyStatus {
     }
 }
 
+/// One checked artifact of a [`VerifyReport`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyEntry {
+    /// Which artifact of the manifest it is.
     pub role: ArtifactRole,
+    /// The digest the manifest records for it (for the manifest file: the digest that
+    /// names it, or its own when its name is not a digest).
     pub digest: Digest,
+    /// What was found.
     pub status: VerifyStatus,
 }
 
@@ -275,10 +312,13 @@ impl std::fmt::Display for VerifyEntry {
 /// What `corral verify` found.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VerifyReport {
+    /// Every artifact checked: the manifest file (when a file was verified), then the patch
+    /// (when there is a candidate), stdout and stderr.
     pub entries: Vec<VerifyEntry>,
 }
 
 impl VerifyReport {
+    /// Whether every entry is [`VerifyStatus::Intact`].
     #[must_use]
     pub fn intact(&self) -> bool {
         self.entries
@@ -347,14 +387,23 @@ pub fn verify_manifest(
 /// Why a manifest file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
+    /// The file could not be read.
     #[error("reading {path}: {source}")]
     Io {
+        /// The manifest file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
+    /// The file is too large or does not parse as a ResultManifest.
     #[error("{path} is not a ResultManifest: {detail}")]
-    Invalid { path: PathBuf, detail: String },
+    Invalid {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong, with its line and column when it has one.
+        detail: String,
+    },
 }
 
 /// serde_json's error spelled as every other corral command spells a document's:

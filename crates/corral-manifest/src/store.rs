@@ -19,15 +19,26 @@ use sha2::Digest as _;
 /// Why the store could not be opened or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The store's root lies inside a protected directory (the workspace, the canonical
+    /// repository).
     #[error(
         "artifact directory {store} lies inside {protected}; it must be outside the workspace and the canonical repository"
     )]
-    InsideProtected { store: PathBuf, protected: PathBuf },
+    InsideProtected {
+        /// The store's root, as given.
+        store: PathBuf,
+        /// The protected directory it lies in, as given.
+        protected: PathBuf,
+    },
+    /// The store's root is not an absolute path, or holds a `..` component.
     #[error("artifact directory {0} is not an absolute path without '..'")]
     BadPath(PathBuf),
+    /// An I/O error, with what the store was doing.
     #[error("{context}: {source}")]
     Io {
+        /// What the store was doing.
         context: String,
+        /// The underlying error.
         #[source]
         source: io::Error,
     },
@@ -115,6 +126,7 @@ impl ArtifactStore {
         })
     }
 
+    /// The store's root directory, resolved (artifacts live in `<root>/sha256/`).
     #[must_use]
     pub fn root(&self) -> &Path {
         &self.root
@@ -175,17 +187,34 @@ impl ArtifactStore {
 /// Why an artifact could not be read back intact.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// No artifact with this digest in the store.
     #[error("artifact {0} is missing")]
     Missing(Digest),
+    /// The stored bytes hash to another digest.
     #[error("artifact {expected} does not match its digest (content hashes to {actual})")]
-    Mismatch { expected: Digest, actual: Digest },
+    Mismatch {
+        /// The digest asked for.
+        expected: Digest,
+        /// The digest of the bytes found.
+        actual: Digest,
+    },
+    /// The store's entry for this digest is not a regular file.
     #[error("artifact {0} is not a regular file")]
     NotRegular(Digest),
+    /// The artifact is larger than the caller's bound.
     #[error("artifact {digest} is larger than {max} bytes")]
-    TooLarge { digest: Digest, max: u64 },
+    TooLarge {
+        /// The digest asked for.
+        digest: Digest,
+        /// The bound, in bytes.
+        max: u64,
+    },
+    /// An I/O error while opening or reading the artifact.
     #[error("reading artifact {digest}: {source}")]
     Io {
+        /// The digest asked for.
         digest: Digest,
+        /// The underlying error.
         #[source]
         source: io::Error,
     },

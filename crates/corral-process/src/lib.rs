@@ -19,6 +19,7 @@
 //! It is never a valid `LocalSandboxExecutor` (ADR-0017). The capture and stdin helpers
 //! ([`OutputCapture`], [`StdinFeeder`]) are shared with real sandbox backends, which add the
 //! isolation themselves.
+#![warn(missing_docs)]
 #![allow(
     unsafe_code,
     reason = "poll(2), pidfd_open(2), killpg(2) and setsid(2) in pre_exec have no safe std wrapper"
@@ -243,6 +244,8 @@ pub struct StdinFeeder {
 }
 
 impl StdinFeeder {
+    /// Starts a thread that writes `bytes` to `write_end` and then drops it, so the reader sees
+    /// end of file. Fails only when the thread cannot be spawned.
     pub fn spawn(write_end: OwnedFd, bytes: Vec<u8>) -> io::Result<Self> {
         let thread = std::thread::Builder::new()
             .name("corral-stdin".into())
@@ -274,12 +277,18 @@ impl StdinFeeder {
 /// is inherited from the caller.
 #[derive(Debug, Clone)]
 pub struct BoundedCommand {
+    /// The executable to run (looked up like [`std::process::Command::new`] does).
     pub program: PathBuf,
+    /// Arguments after argv\[0\].
     pub args: Vec<OsString>,
+    /// The complete environment of the child; the caller's environment is cleared first.
     pub env: Vec<(OsString, OsString)>,
+    /// Working directory of the child; `None` keeps the caller's.
     pub cwd: Option<PathBuf>,
     /// Bytes for stdin, then end of file; `None` is `/dev/null`.
     pub stdin: Option<Vec<u8>>,
+    /// Wall-clock limit, counted from before the spawn; when it fires the process group is
+    /// killed and the exit is [`ProcessExit::TimedOut`].
     pub wall_timeout: Duration,
     /// Bytes kept per stream.
     pub max_output_bytes: u64,
@@ -291,6 +300,9 @@ pub struct BoundedCommand {
 }
 
 impl BoundedCommand {
+    /// A command for `program` with no arguments, an empty environment, the caller's working
+    /// directory, stdin from `/dev/null`, a 60 s wall timeout, 1 MiB kept per stream, a 200 ms
+    /// drain grace and no inherited descriptors.
     #[must_use]
     pub fn new(program: impl Into<PathBuf>) -> Self {
         Self {
@@ -310,7 +322,9 @@ impl BoundedCommand {
 /// How the process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProcessExit {
+    /// Exited normally with this exit code.
     Exited(i32),
+    /// Killed by this signal number (before the wall timeout).
     Signaled(i32),
     /// The wall timeout fired; the process group was killed.
     TimedOut,
@@ -319,9 +333,13 @@ pub enum ProcessExit {
 /// The result of [`run_bounded_process`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundedOutcome {
+    /// How the process ended.
     pub exit: ProcessExit,
+    /// Wall-clock time from before the spawn until the process was reaped.
     pub wall: Duration,
+    /// The captured standard output.
     pub stdout: CapturedStream,
+    /// The captured standard error.
     pub stderr: CapturedStream,
 }
 

@@ -21,17 +21,25 @@ use corral_checkout::{BaseCache, BaseError, CacheLimits, Isolation};
 
 /// Exit codes of CONTRACT.md.
 pub mod exit {
+    /// A candidate was captured (`candidate_captured`).
     pub const CAPTURED: u8 = 0;
+    /// No candidate was captured (the attempt failed or its candidate was rejected), or
+    /// corral failed.
     pub const FAILED: u8 = 1;
+    /// Rejected before anything ran: admission, bad input, a refused base commit.
     pub const REJECTED: u8 = 2;
+    /// The capability gate refused: not all nine capabilities are enforced on this host.
     pub const CAPABILITY_MISSING: u8 = 3;
 }
 
 /// What one `corral run` needs.
 #[derive(Debug)]
 pub struct RunInputs<'a> {
+    /// The WorkUnit, as parsed.
     pub work_unit: &'a WorkUnit,
+    /// The AgentPreset, as parsed.
     pub preset: &'a AgentPreset,
+    /// The maintainer's trusted connections document, when there is one.
     pub connections: Option<&'a TrustedConnections>,
     /// The explicit caller-supplied environment (`--env`), never the process environment.
     pub env: &'a BTreeMap<String, String>,
@@ -51,19 +59,29 @@ pub struct RunInputs<'a> {
 /// Why a run ended before anything was recorded (exit 2): nothing changed on disk.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// Admission rejected the run, or the base commit's tree was refused: every reason.
     #[error("admission rejected")]
     Rejected(Vec<Rejection>),
+    /// An unusable input: the repository, the artifact directory, the executable.
     #[error("{0}")]
     BadInput(String),
     /// A WorkUnit field that is well formed but wrong for this repository (exit 2): the
     /// field (`repository.base_sha`) and why.
     #[error("{field}: {detail}")]
-    BadWorkUnitField { field: &'static str, detail: String },
+    BadWorkUnitField {
+        /// The WorkUnit field, dotted (`repository.base_sha`).
+        field: &'static str,
+        /// Why it is wrong for this repository.
+        detail: String,
+    },
+    /// corral itself failed (exit 1).
     #[error("{0}")]
     Internal(String),
 }
 
 impl RunError {
+    /// The exit code of CONTRACT.md: [`exit::REJECTED`] for a rejection or bad input,
+    /// [`exit::FAILED`] for an internal failure.
     #[must_use]
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -78,10 +96,15 @@ impl RunError {
 /// The result of a run that passed admission: a manifest was written.
 #[derive(Debug)]
 pub struct RunReport {
+    /// The exit code of CONTRACT.md: [`exit::CAPTURED`], [`exit::FAILED`] or
+    /// [`exit::CAPABILITY_MISSING`].
     pub exit_code: u8,
+    /// The ResultManifest as written to the artifact store.
     pub manifest: StoredManifest,
     /// The patch, when a candidate was captured.
     pub patch: Option<Vec<u8>>,
+    /// Whether the base checkout came from the cache (false: made for this run, or never
+    /// made).
     pub base_reused: bool,
 }
 

@@ -28,6 +28,8 @@ pub struct OpenedExecutable {
     pub file: File,
     /// Its real path (every link resolved), where the worker runs it.
     pub real_path: String,
+    /// The sha256 of the file's bytes, recorded in the ResultManifest and checked against
+    /// the preset's `executable_sha256` when it pins one.
     pub digest: Digest,
     /// The digest came from the cache.
     pub cached: bool,

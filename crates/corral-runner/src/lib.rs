@@ -5,6 +5,7 @@
 //! Architecture Invariant: the runner composes the layers below it and adds no policy of its
 //! own: admission decides what may run, the sandbox gate decides whether this host may run
 //! it, capture decides what the worker changed, the manifest crate decides the outcome.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod attempt;

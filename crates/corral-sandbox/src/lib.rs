@@ -9,6 +9,7 @@
 //!
 //! This crate depends on `corral-contract`, `corral-admission` and `corral-process` only.
 //! It has no platform code; backends (e.g. `corral-linux`) implement the trait.
+#![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
 use std::fmt;
@@ -71,6 +72,7 @@ impl CancelToken {
         }
     }
 
+    /// Whether [`CancelToken::cancel`] was called on this token or any clone of it.
     #[must_use]
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::SeqCst)
@@ -230,6 +232,7 @@ impl AttestedRequest<'_> {
     pub fn exec(&self) -> &ExecSpec {
         self.run.exec()
     }
+    /// The admitted limits (the WorkUnit's budget) the backend must apply.
     #[must_use]
     pub fn limits(&self) -> &Limits {
         self.run.limits()
@@ -250,6 +253,7 @@ impl AttestedRequest<'_> {
 /// The capability gate refused: each missing capability with the backend's evidence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CapabilityGateError {
+    /// Each capability that is not enforced, with the backend's evidence for it.
     pub missing: Vec<(Capability, String)>,
 }
 
@@ -285,6 +289,7 @@ pub fn require_all_capabilities(caps: &SandboxCapabilities) -> Result<(), Capabi
 /// (`not_started` in the manifest).
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// The capability gate refused: not every one of the nine capabilities is enforced.
     #[error(transparent)]
     CapabilitiesMissing(#[from] CapabilityGateError),
     /// The policy asks for something this backend cannot enforce (fail closed).
@@ -296,6 +301,7 @@ pub enum SandboxError {
     /// Setting up the sandbox failed before the worker's first instruction.
     #[error("sandbox setup failed: {0}")]
     Setup(String),
+    /// An I/O error before the worker started.
     #[error("sandbox I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -347,16 +353,27 @@ impl WorkspaceLayer {
 /// The outcome of one attempt that started.
 #[derive(Debug)]
 pub struct SandboxOutcome {
+    /// The backend's name ([`LocalSandboxExecutor::backend`]), recorded in the manifest.
     pub backend: String,
     /// The capabilities (with evidence) this attempt ran under.
     pub capabilities: SandboxCapabilities,
+    /// How the attempt ended (exited, signaled, a limit, cancelled).
     pub termination: Termination,
+    /// The worker's exit code, when it exited.
     pub exit_code: Option<i32>,
+    /// The signal that ended the worker, when it was killed by one.
     pub signal: Option<i32>,
+    /// Wall-clock time of the attempt, in milliseconds.
     pub wall_ms: u64,
+    /// CPU time the attempt used, in milliseconds, as the backend measured it (0 when it
+    /// measures none).
     pub cpu_ms: u64,
+    /// Peak memory of the attempt, in bytes, as the backend measured it (0 when it measures
+    /// none).
     pub peak_memory_bytes: u64,
+    /// The worker's standard output, bounded by `max_output_bytes`.
     pub stdout: CapturedStream,
+    /// The worker's standard error, bounded by `max_output_bytes`.
     pub stderr: CapturedStream,
     /// The worker's changes, readable after the sandbox is gone.
     pub workspace: Option<WorkspaceLayer>,
