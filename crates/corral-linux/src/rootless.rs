@@ -334,7 +334,23 @@ pub fn summary(needs: &[Need]) -> String {
 mod tests {
     use super::*;
 
-    fn tree(files: &[(&str, &str)]) -> std::path::PathBuf {
+    /// A fake host root under the temp folder, removed when dropped (nothing left behind).
+    struct Tree(std::path::PathBuf);
+
+    impl std::ops::Deref for Tree {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Tree {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tree(files: &[(&str, &str)]) -> Tree {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let root = std::env::temp_dir().join(format!("corral-rootless-{}-{n}", std::process::id()));
@@ -345,7 +361,7 @@ mod tests {
             fs::write(f, c).unwrap();
         }
         fs::create_dir_all(&root).unwrap();
-        root
+        Tree(root)
     }
 
     #[test]
