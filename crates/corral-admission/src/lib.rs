@@ -237,7 +237,14 @@ pub fn admit(
             read_only_paths: preset.read_only_paths.clone(),
             executable_sha256: pr.executable_sha256,
         },
-        limits: wu.limits,
+        limits: Limits {
+            // The lower of the two: the WorkUnit may ask for less than the preset allows.
+            cpu_millicores: match (wu.limits.cpu_millicores, pr.cpu_millicores) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+            ..wu.limits
+        },
     })
 }
 
@@ -368,6 +375,11 @@ fn check_work_unit(wu: &WorkUnit, f: &mut Findings) -> Option<CheckedWorkUnit> {
         ),
         _ => {}
     }
+    let cpu_millicores = positive(
+        wu.budget.cpu_millicores,
+        "work_unit.budget.cpu_millicores",
+        f,
+    );
     if f.0.len() != before {
         return None;
     }
@@ -396,6 +408,7 @@ fn check_work_unit(wu: &WorkUnit, f: &mut Findings) -> Option<CheckedWorkUnit> {
             max_processes: procs,
             max_output_bytes: out,
             max_patch_bytes: patch,
+            cpu_millicores,
         },
     })
 }
@@ -428,6 +441,21 @@ fn check_patterns(
 
 struct CheckedPreset {
     executable_sha256: Option<Digest>,
+    cpu_millicores: Option<NonZeroU64>,
+}
+
+/// An optional ceiling: absent is no ceiling, 0 is refused (budget_not_positive).
+fn positive(value: Option<u64>, field: &str, f: &mut Findings) -> Option<NonZeroU64> {
+    let v = value?;
+    let n = NonZeroU64::new(v);
+    if n.is_none() {
+        f.add(
+            ReasonCode::BudgetNotPositive,
+            field,
+            "cpu_millicores must be positive (omit it for all of the host's CPUs)",
+        );
+    }
+    n
 }
 
 fn is_normal_absolute(path: &str) -> bool {
@@ -552,10 +580,14 @@ fn check_preset(preset: &AgentPreset, f: &mut Findings) -> Option<CheckedPreset>
             }
         }
     };
+    let cpu_millicores = positive(preset.cpu_millicores, "preset.cpu_millicores", f);
     if f.0.len() != before {
         return None;
     }
-    Some(CheckedPreset { executable_sha256 })
+    Some(CheckedPreset {
+        executable_sha256,
+        cpu_millicores,
+    })
 }
 
 fn parse_destinations(list: &[String], field: &str, f: &mut Findings) -> Option<Vec<Destination>> {

@@ -350,6 +350,50 @@ fn every_budget_ceiling_present_and_positive() {
     }
 }
 
+/// The CPU cap is optional; when WorkUnit and preset both set one the lower applies, so
+/// neither can raise what the other allows; 0 is refused on either.
+#[test]
+fn the_cpu_cap_is_the_lower_of_work_unit_and_preset() {
+    let cap = |wu_cap: Option<u64>, pr_cap: Option<u64>| {
+        let mut wu = work_unit();
+        set(&mut wu, "budget.cpu_millicores", wu_cap.map(|v| json!(v)));
+        let mut pr = preset();
+        set(&mut pr, "cpu_millicores", pr_cap.map(|v| json!(v)));
+        run(&wu, &pr, None, &[])
+            .unwrap()
+            .limits()
+            .cpu_millicores
+            .map(std::num::NonZeroU64::get)
+    };
+    assert_eq!(cap(None, None), None);
+    assert_eq!(cap(Some(1500), None), Some(1500));
+    assert_eq!(cap(None, Some(500)), Some(500));
+    assert_eq!(cap(Some(1500), Some(500)), Some(500));
+    assert_eq!(cap(Some(300), Some(500)), Some(300));
+    let mut wu = work_unit();
+    set(&mut wu, "budget.cpu_millicores", Some(json!(null)));
+    assert_eq!(
+        run(&wu, &preset(), None, &[])
+            .unwrap()
+            .limits()
+            .cpu_millicores,
+        None
+    );
+    set(&mut wu, "budget.cpu_millicores", Some(json!(0)));
+    assert_rejects(
+        run(&wu, &preset(), None, &[]),
+        ReasonCode::BudgetNotPositive,
+        "work_unit.budget.cpu_millicores",
+    );
+    let mut pr = preset();
+    set(&mut pr, "cpu_millicores", Some(json!(0)));
+    assert_rejects(
+        run(&work_unit(), &pr, None, &[]),
+        ReasonCode::BudgetNotPositive,
+        "preset.cpu_millicores",
+    );
+}
+
 #[test]
 fn scope_paths_validated_never_normalized() {
     for bad in [

@@ -99,6 +99,7 @@ fn work_unit(base_sha: String) -> WorkUnit {
             max_processes: Some(64),
             max_output_bytes: Some(1 << 20),
             max_patch_bytes: Some(1 << 20),
+            cpu_millicores: None,
         },
         constraints: Constraints {
             allowed_paths: Some(scope),
@@ -120,6 +121,7 @@ fn preset(exe: &Path, digest: &str) -> AgentPreset {
         read_only_paths: Vec::new(),
         authority: "candidate_only".to_owned(),
         executable_sha256: Some(digest.to_owned()),
+        cpu_millicores: None,
     }
 }
 

@@ -7,6 +7,18 @@ use corral_contract::documents::Budget;
 
 use crate::display::{ending, escape, word};
 
+/// Thousandths of a CPU as CPUs: `2`, `1.5`, `0.25`.
+fn cpus(millicores: u64) -> String {
+    let (whole, frac) = (millicores / 1000, millicores % 1000);
+    if frac == 0 {
+        whole.to_string()
+    } else {
+        format!("{whole}.{frac:03}")
+            .trim_end_matches('0')
+            .to_owned()
+    }
+}
+
 /// Bytes as a person reads them: `780 KiB`, `12.3 MiB`, `2.0 GiB` (`512 B` below 1 KiB).
 #[must_use]
 pub fn size(bytes: u64) -> String {
@@ -54,6 +66,9 @@ pub fn lines(m: &ResultManifest, budget: Option<&Budget>) -> Vec<String> {
         size(e.peak_memory_bytes),
         of(budget.and_then(|b| b.memory_bytes), &size),
     ));
+    if let Some(cap) = e.cpu_cap_millicores {
+        out.push(format!("  cpu cap     {} CPU(s)", cpus(cap)));
+    }
     for r in &m.rejections {
         out.push(format!(
             "  rejection   {} {}: {}",
@@ -109,6 +124,14 @@ mod tests {
         assert_eq!(size(3 << 20), "3.0 MiB");
         assert_eq!(size(2048 << 20), "2.0 GiB");
         assert_eq!(size(300 << 20), "300 MiB");
+    }
+
+    #[test]
+    fn cpu_caps_read_as_cpus() {
+        assert_eq!(super::cpus(2000), "2");
+        assert_eq!(super::cpus(1500), "1.5");
+        assert_eq!(super::cpus(250), "0.25");
+        assert_eq!(super::cpus(1), "0.001");
     }
 
     #[test]

@@ -191,6 +191,33 @@ fn exit_0_with_no_change_is_an_empty_candidate() {
     assert_eq!(m["outcome"], "candidate_captured", "{m}");
 }
 
+/// The cap the manifest records is the lower of WorkUnit and preset, and never more than the
+/// host has (a budget is a ceiling: asking for 64 CPUs on a smaller host gets the host's).
+/// That the kernel holds the tree to it is RES-CPU-01's run 3.
+#[test]
+fn the_cpu_cap_applied_is_recorded() {
+    let f = fixture("cpucap");
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    for (wu_cap, pr_cap, want) in [
+        (Some(700), Some(400), 400),
+        (Some(300), None, 300),
+        (Some(64_000), None, cpus * 1000),
+    ] {
+        let mut wu = work_unit(&f, 30, 10, 128 << 20);
+        wu["budget"]["cpu_millicores"] = json!(wu_cap);
+        let mut pr = shell_preset("echo x > src/x.txt");
+        if let Some(c) = pr_cap {
+            pr["cpu_millicores"] = json!(c);
+        }
+        let (code, m, err) = run(&f, &wu, &pr, &[]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(
+            m["execution"]["cpu_cap_millicores"], want,
+            "{wu_cap:?} {pr_cap:?}: {m}"
+        );
+    }
+}
+
 #[test]
 fn captured_candidate_exit_0_and_verify() {
     let f = fixture("ok");
@@ -206,6 +233,9 @@ fn captured_candidate_exit_0_and_verify() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(m["outcome"], "candidate_captured");
     assert_eq!(m["execution"]["termination"], "exited");
+    // No cpu_millicores anywhere: every CPU this host lets corral use (not all but one).
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    assert_eq!(m["execution"]["cpu_cap_millicores"], cpus * 1000, "{m}");
     assert_eq!(
         m["authority"],
         json!({"verification": false, "merge": false})
@@ -528,6 +558,7 @@ fn provider_version_drift_refused_before_start() {
     let (code, m, err) = run(&f, &work_unit(&f, 30, 10, 128 << 20), &preset, &[]);
     assert_eq!(code, 1, "{err}");
     assert_eq!(m["execution"]["termination"], "not_started");
+    assert_eq!(m["execution"]["cpu_cap_millicores"], Value::Null, "{m}");
     assert_eq!(m["rejections"][0]["code"], "executable_digest_mismatch");
     // The manifest records the digest of the bytes that were found (symlinks followed).
     let real = Command::new("sha256sum").arg("/bin/sh").output().unwrap();

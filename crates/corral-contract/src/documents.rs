@@ -135,7 +135,7 @@ pub struct Permissions {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-#[cfg_attr(feature = "schema", schemars(transform = require_all))]
+#[cfg_attr(feature = "schema", schemars(transform = crate::schema::budget_rule))]
 pub struct Budget {
     /// Wall-clock time of the attempt, in seconds; the worker is killed when it runs out.
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
@@ -159,10 +159,18 @@ pub struct Budget {
     /// Size of the captured patch, in bytes; a larger candidate is rejected.
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_patch_bytes: Option<u64>,
+    /// Optional: CPU bandwidth of the whole tree, in thousandths of a CPU (1500 = one and a
+    /// half CPUs, enforced by the cgroup's CPU quota). Absent or null: all of the host's CPUs.
+    /// The preset's `cpu_millicores` may lower it further; the ResultManifest records the cap
+    /// applied (`execution.cpu_cap_millicores`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
+    pub cpu_millicores: Option<u64>,
 }
 
 impl Budget {
-    /// Every ceiling with its field name, in contract order.
+    /// Every required ceiling with its field name, in contract order (`cpu_millicores`, the
+    /// one optional field, is not among them).
     #[must_use]
     pub fn fields(&self) -> [(&'static str, Option<u64>); 7] {
         [
@@ -291,6 +299,12 @@ pub struct AgentPreset {
         schemars(regex(pattern = r"^(?:sha256:)?[0-9a-f]{64}$(?!\n)"))
     )]
     pub executable_sha256: Option<String>,
+    /// Optional: the most CPU bandwidth this agent gets, in thousandths of a CPU, whatever
+    /// the WorkUnit asks (the lower of the two applies; at least 1: budget_not_positive).
+    /// Absent: the WorkUnit's, or all of the host's CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
+    pub cpu_millicores: Option<u64>,
 }
 
 /// Maintainer-owned model/execution connections, resolved before admission. Admission reads

@@ -47,4 +47,9 @@ pub struct Limits {
     pub max_output_bytes: NonZeroU64,
     /// Size of the captured patch, in bytes.
     pub max_patch_bytes: NonZeroU64,
+    /// CPU bandwidth, in thousandths of a CPU: the lower of the WorkUnit's and the preset's
+    /// `cpu_millicores`; absent when neither sets one (the backend gives all of the host's
+    /// CPUs). A backend never gives more than the host has.
+    #[serde(default)]
+    pub cpu_millicores: Option<NonZeroU64>,
 }

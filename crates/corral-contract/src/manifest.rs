@@ -93,6 +93,11 @@ pub struct ExecutionRecord {
     pub cpu_ms: u64,
     /// Peak memory of the whole tree, in bytes.
     pub peak_memory_bytes: u64,
+    /// The CPU bandwidth the tree was held to, in thousandths of a CPU: the budget's
+    /// `cpu_millicores`, or all of the host's CPUs. Absent when the worker never started (or
+    /// in manifests written before corral recorded it).
+    #[serde(default)]
+    pub cpu_cap_millicores: Option<u64>,
 }
 
 /// One stored output stream of the worker.

@@ -159,6 +159,25 @@ pub(crate) fn require_all(schema: &mut Schema) {
     }
 }
 
+/// schemars transform of the WorkUnit's budget: every ceiling required and not nullable
+/// ([`require_all`]) but the optional `cpu_millicores`, which may be absent or `null`, as
+/// admission reads it.
+pub(crate) fn budget_rule(schema: &mut Schema) {
+    require_all(schema);
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(req)) = obj.get_mut("required") {
+        req.retain(|k| k != "cpu_millicores");
+    }
+    if let Some(Value::Object(p)) = obj
+        .get_mut("properties")
+        .and_then(|p| p.get_mut("cpu_millicores"))
+    {
+        p.insert("type".into(), json!(["integer", "null"]));
+    }
+}
+
 fn strip_null(p: &mut Map<String, Value>) {
     if let Some(Value::Array(types)) = p.get_mut("type") {
         types.retain(|t| t != "null");

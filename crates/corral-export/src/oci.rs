@@ -12,9 +12,9 @@ use std::path::PathBuf;
 use corral_admission::AdmittedRun;
 use corral_contract::{NetworkMode, canonical_json};
 use oci_spec::runtime::{
-    Arch, LinuxBuilder, LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxDeviceCgroupBuilder,
-    LinuxDeviceType, LinuxMemoryBuilder, LinuxNamespaceBuilder, LinuxNamespaceType,
-    LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, LinuxSeccompAction,
+    Arch, LinuxBuilder, LinuxCapabilities, LinuxCapabilitiesBuilder, LinuxCpuBuilder,
+    LinuxDeviceCgroupBuilder, LinuxDeviceType, LinuxMemoryBuilder, LinuxNamespaceBuilder,
+    LinuxNamespaceType, LinuxPidsBuilder, LinuxResourcesBuilder, LinuxSeccomp, LinuxSeccompAction,
     LinuxSeccompArgBuilder, LinuxSeccompBuilder, LinuxSeccompOperator, LinuxSyscall,
     LinuxSyscallBuilder, Mount, MountBuilder, PosixRlimitBuilder, PosixRlimitType, ProcessBuilder,
     RootBuilder, Spec, SpecBuilder, UserBuilder,
@@ -461,7 +461,24 @@ pub fn config(batch: &Admitted, opts: &OciOptions) -> Result<Spec, ExportError> 
         );
     }
     let memory = i64::try_from(limits.memory_bytes.get()).unwrap_or(i64::MAX);
-    let resources = LinuxResourcesBuilder::default()
+    let mut resources = LinuxResourcesBuilder::default();
+    if let Some(m) = limits.cpu_millicores {
+        // As corral writes it (ADR-0011): 100 ms periods, or 1 s below 10 millicores so the
+        // quota stays at or above the kernel's 1 ms minimum.
+        let (quota, period) = if m.get() >= 10 {
+            (m.get().saturating_mul(100), 100_000u64)
+        } else {
+            (m.get().saturating_mul(1000), 1_000_000)
+        };
+        resources = resources.cpu(
+            LinuxCpuBuilder::default()
+                .quota(i64::try_from(quota).unwrap_or(i64::MAX))
+                .period(period)
+                .build()
+                .map_err(oci_err)?,
+        );
+    }
+    let resources = resources
         .devices(devices)
         .memory(
             LinuxMemoryBuilder::default()
@@ -607,7 +624,10 @@ fn annotations(batch: &Admitted, run: &AdmittedRun, tops: &[String]) -> HashMap<
         ),
         a(
             "cpu-bandwidth",
-            "NOT EXPRESSED: corral caps CPU bandwidth at all CPUs but one of the host; cpu_seconds is RLIMIT_CPU here (per process, not per tree as corral's cgroup accounting)".to_owned(),
+            match l.cpu_millicores {
+                Some(m) => format!("{m} millicores as linux.resources.cpu quota/period, as corral; cpu_seconds is RLIMIT_CPU here (per process, not per tree as corral's cgroup accounting)"),
+                None => "no cap, as corral without cpu_millicores (all of the host's CPUs); cpu_seconds is RLIMIT_CPU here (per process, not per tree as corral's cgroup accounting)".to_owned(),
+            },
         ),
         a(
             "disk",

@@ -694,6 +694,7 @@ fn probe_sandbox(
         max_processes: NonZeroU64::new(8).unwrap_or(one),
         max_output_bytes: NonZeroU64::new(4096).unwrap_or(one),
         max_patch_bytes: one,
+        cpu_millicores: None,
     };
     let input = RunInput {
         exec: &spec,

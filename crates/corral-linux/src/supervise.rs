@@ -39,7 +39,8 @@ pub struct LinuxConfig {
     pub worker_uid: u32,
     /// The worker's gid. Default: the same id as `worker_uid`.
     pub worker_gid: u32,
-    /// CPU bandwidth cap in thousandths of a CPU (default: all CPUs but one, at least one).
+    /// The most CPU bandwidth a run gets, in thousandths of a CPU (default: all of the CPUs
+    /// this process may use). A budget's `cpu_millicores` lowers it, never raises it.
     pub cpu_bandwidth_millicores: u64,
     /// The period of the CPU bandwidth cap, in microseconds (default 100 ms).
     pub cpu_period_us: u64,
@@ -75,7 +76,7 @@ impl Default for LinuxConfig {
         Self {
             worker_uid: id,
             worker_gid: id,
-            cpu_bandwidth_millicores: cpus.saturating_sub(1).max(1) * 1000,
+            cpu_bandwidth_millicores: cpus * 1000,
             cpu_period_us: 100_000,
             cpu_check_interval: Duration::from_millis(20),
             drain_grace: Duration::from_millis(100),
@@ -1127,11 +1128,13 @@ pub(crate) fn run(
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
     let run_id = format!("{}-{n}", std::process::id());
     let limits = input.limits;
+    let cpu_cap = cpu_cap_millicores(exe.config.cpu_bandwidth_millicores, limits.cpu_millicores);
+    let (cpu_quota_us, cpu_period_us) = cpu_bandwidth(cpu_cap, exe.config.cpu_period_us);
     let cg_limits = CgroupLimits {
         memory_bytes: limits.memory_bytes.get(),
         pids_max: limits.max_processes.get(),
-        cpu_quota_us: exe.config.cpu_bandwidth_millicores * exe.config.cpu_period_us / 1000,
-        cpu_period_us: exe.config.cpu_period_us,
+        cpu_quota_us,
+        cpu_period_us,
     };
     let mut cg = hierarchy
         .create(&run_id, &cg_limits)
@@ -1344,6 +1347,7 @@ pub(crate) fn run(
         wall_ms: u64::try_from(wall.as_millis()).unwrap_or(u64::MAX),
         cpu_ms: cpu_usec / 1000,
         peak_memory_bytes: peak,
+        cpu_cap_millicores: Some(cpu_cap),
         stdout,
         stderr,
         workspace: Some(WorkspaceLayer::new(
@@ -1354,6 +1358,30 @@ pub(crate) fn run(
         notes,
         egress: egress_records,
     })
+}
+
+/// The CPU bandwidth a run gets: the budget's cap when it sets one, never more than the
+/// backend's ceiling (the host's CPUs), at least one thousandth of a CPU.
+fn cpu_cap_millicores(ceiling: u64, budget: Option<std::num::NonZeroU64>) -> u64 {
+    budget.map_or(ceiling, |b| b.get().min(ceiling)).max(1)
+}
+
+/// The CFS bandwidth for `millicores`: `(quota_us, period_us)` with `period_us` as configured,
+/// unless the quota would fall under the kernel's 1 ms minimum (below 10 millicores at 100 ms);
+/// then the longest period the kernel takes, 1 s, so even 1 millicore is exact, never rounded
+/// up to more bandwidth than the budget allows.
+fn cpu_bandwidth(millicores: u64, period_us: u64) -> (u64, u64) {
+    const MIN_QUOTA_US: u64 = 1_000;
+    const MAX_PERIOD_US: u64 = 1_000_000;
+    let quota = millicores.saturating_mul(period_us) / 1000;
+    if quota >= MIN_QUOTA_US {
+        (quota, period_us)
+    } else {
+        (
+            millicores.saturating_mul(MAX_PERIOD_US) / 1000,
+            MAX_PERIOD_US,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -1399,12 +1427,39 @@ mod tests {
                 max_processes: n(16),
                 max_output_bytes: n(4096),
                 max_patch_bytes: n(1),
+                cpu_millicores: None,
             },
             workspace,
             capabilities: SandboxCapabilities::none("test"),
             executable: None,
         };
         run(exe, &input, &CancelToken::new().unwrap())
+    }
+
+    /// The cap is the budget's, never above the host's CPUs; without one, all of them.
+    #[test]
+    fn the_cpu_cap_follows_the_budget_within_the_host() {
+        let n = |v: u64| NonZeroU64::new(v);
+        assert_eq!(cpu_cap_millicores(2000, None), 2000);
+        assert_eq!(cpu_cap_millicores(2000, n(500)), 500);
+        assert_eq!(cpu_cap_millicores(2000, n(64_000)), 2000);
+        assert_eq!(cpu_cap_millicores(2000, n(1)), 1);
+    }
+
+    /// Every cap is written exactly: a quota under the kernel's 1 ms minimum moves to the
+    /// 1 s period instead of being rounded up to more bandwidth.
+    #[test]
+    fn the_cpu_bandwidth_is_exact_down_to_one_millicore() {
+        assert_eq!(cpu_bandwidth(2000, 100_000), (200_000, 100_000));
+        assert_eq!(cpu_bandwidth(1500, 100_000), (150_000, 100_000));
+        assert_eq!(cpu_bandwidth(10, 100_000), (1_000, 100_000));
+        assert_eq!(cpu_bandwidth(9, 100_000), (9_000, 1_000_000));
+        assert_eq!(cpu_bandwidth(1, 100_000), (1_000, 1_000_000));
+        for m in 1..=64_000u64 {
+            let (q, p) = cpu_bandwidth(m, 100_000);
+            assert!(q >= 1_000 && p <= 1_000_000, "{m}: {q}/{p}");
+            assert_eq!(q * 1000, m * p, "{m}: {q}/{p} is not {m} millicores");
+        }
     }
 
     /// A link in a shown folder whose target lies outside every tree the sandbox shows: as

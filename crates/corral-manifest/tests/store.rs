@@ -157,6 +157,7 @@ fn record<'a>(
             wall_ms: 12,
             cpu_ms: 3,
             peak_memory_bytes: 1 << 20,
+            cpu_cap_millicores: Some(1500),
         },
         executable: ExecutableRecord {
             path: "/bin/true".into(),

@@ -126,6 +126,7 @@ fn not_started(
             wall_ms: 0,
             cpu_ms: 0,
             peak_memory_bytes: 0,
+            cpu_cap_millicores: None,
         },
     )
 }
@@ -369,6 +370,7 @@ fn finish(
         wall_ms: outcome.wall_ms,
         cpu_ms: outcome.cpu_ms,
         peak_memory_bytes: outcome.peak_memory_bytes,
+        cpu_cap_millicores: outcome.cpu_cap_millicores,
     };
     let worker_ok = execution.termination == Termination::Exited && execution.exit_code == Some(0);
     let mut extra = Vec::new();

@@ -371,6 +371,9 @@ pub struct SandboxOutcome {
     /// Peak memory of the attempt, in bytes, as the backend measured it (0 when it measures
     /// none).
     pub peak_memory_bytes: u64,
+    /// The CPU bandwidth the attempt was held to, in thousandths of a CPU (`None` when the
+    /// backend holds it to none).
+    pub cpu_cap_millicores: Option<u64>,
     /// The worker's standard output, bounded by `max_output_bytes`.
     pub stdout: CapturedStream,
     /// The worker's standard error, bounded by `max_output_bytes`.

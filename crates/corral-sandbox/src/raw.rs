@@ -55,6 +55,7 @@ impl LocalSandboxExecutor for RawProcessExecutor {
             wall_ms: u64::try_from(out.wall.as_millis()).unwrap_or(u64::MAX),
             cpu_ms: 0,
             peak_memory_bytes: 0,
+            cpu_cap_millicores: None,
             stdout: out.stdout,
             stderr: out.stderr,
             workspace: None,

@@ -493,10 +493,8 @@ fn base_spec(script: &str) -> RunSpec {
 // ---------------------------------------------------------------------------------------
 
 fn res_cpu_01(ctx: &mut Ctx) -> Result<Verdict> {
-    let cores = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZero::get)
-        .saturating_sub(1)
-        .max(1) as f64;
+    // Without a budget cap the group may use every CPU of the host (issue 14).
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as f64;
     let mut spec = base_spec("RES-CPU-01.sh").args(["full"]);
     spec.cpu_seconds = 2;
     spec.max_processes = 100;
@@ -603,9 +601,60 @@ fn res_cpu_01(ctx: &mut Ctx) -> Result<Verdict> {
         cpu2 as f64 > quota_bound2,
         format!("run 2: cpu_ms {cpu2} > 1.1 x wall {wall2} ms x {cores} core(s) of quota"),
     );
+    j.breach(
+        exec_u64(&run2, "cpu_cap_millicores") != cores as u64 * 1000,
+        format!(
+            "run 2: the manifest records cpu_cap_millicores {} where no budget set one (all {cores} \
+             core(s) expected)",
+            run2.manifest["execution"]["cpu_cap_millicores"]
+        ),
+    );
     j.note(format!(
         "run 2 (cpu_seconds 60, wall 10): termination {}, cpu_ms {cpu2}, wall_ms {wall2}",
         run2.termination()
+    ));
+    // Run 3: the preset caps the bandwidth at a quarter of a CPU (the lower of preset and
+    // WorkUnit applies, admission's unit tests cover the WorkUnit's). The same attack may
+    // use no more than that per wall second; run 2, uncapped, used more (the control), so a
+    // cap that did not hold would have been seen.
+    const CAP: u64 = 250;
+    let mut capped = big.clone();
+    capped.wall_seconds = 6;
+    capped.preset_overrides = vec![("cpu_millicores".into(), serde_json::json!(CAP))];
+    let run3 = ctx.run(&capped, &v)?;
+    let (cpu3, wall3) = (exec_u64(&run3, "cpu_ms"), exec_u64(&run3, "wall_ms"));
+    corral_survived(&run3, capped.wall_seconds, &mut j);
+    esc_breaches(ctx, &run3, &mut j);
+    j.require(
+        run3.output().contains("busy loops started"),
+        format!("run 3: the busy loops started ({})", describe(&run3)),
+    );
+    let share = CAP as f64 / 1000.0;
+    let cap_bound = 1.1 * wall3 as f64 * share + 100.0;
+    j.breach(
+        cpu3 as f64 > cap_bound,
+        format!(
+            "run 3: cpu_ms {cpu3} > 1.1 x wall {wall3} ms x {share} CPU: the cap of {CAP} \
+             millicores did not hold"
+        ),
+    );
+    j.breach(
+        exec_u64(&run3, "cpu_cap_millicores") != CAP,
+        format!(
+            "run 3: the manifest records cpu_cap_millicores {}, not the preset's {CAP}",
+            run3.manifest["execution"]["cpu_cap_millicores"]
+        ),
+    );
+    j.control(
+        cpu2 as f64 > 1.1 * wall2 as f64 * share + 100.0,
+        format!(
+            "uncapped, the same attack used more than {share} CPU per wall second (run 2: \
+             cpu_ms {cpu2} in wall_ms {wall2})"
+        ),
+    );
+    j.note(format!(
+        "run 3 (preset cpu_millicores {CAP}, wall 6): termination {}, cpu_ms {cpu3}, wall_ms {wall3}",
+        run3.termination()
     ));
     // Control 2: as root on throwaway processes (chrt's `true`, the script's own shell and
     // python), the scheduling changes succeed: the ESC detector is live.
