@@ -70,6 +70,11 @@ if [ ! -f tests/.node/node_modules/ajv/dist/2020.js ]; then
   (cd tests/.node && npm install --silent --no-audit --no-fund ajv@8 >/dev/null)
 fi
 
+# cargo-deny, for the dependency check (bans, licenses, sources) in the test command.
+if ! cargo deny --version >/dev/null 2>&1; then
+  cargo install --quiet --locked cargo-deny
+fi
+
 # cargo-fuzz, to build and smoke-run the fuzz targets.
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install --quiet --locked cargo-fuzz

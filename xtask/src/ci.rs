@@ -78,6 +78,15 @@ pub fn run(root: &Path) -> Result<()> {
             "shellcheck -x -P tests/adversarial/attacks -S warning tests/adversarial/attacks/*.sh tests/adversarial/repos/*.sh",
         ],
     )?;
+    // Dependencies: only crates.io, only the licenses deny.toml allows, no banned crate, no
+    // wildcard version. The advisories check needs the RustSec database from the network and
+    // is left to `cargo deny check advisories` by hand (README).
+    step(
+        root,
+        "cargo deny: bans, licenses, sources",
+        &cargo,
+        &["deny", "check", "bans", "licenses", "sources"],
+    )?;
     step(
         root,
         "clippy",
