@@ -75,6 +75,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod config;
 pub mod env;
 pub mod load;
 
@@ -91,6 +92,7 @@ use corral_contract::{
 };
 use serde::Serialize;
 
+pub use config::{LoadPresetError, load_preset};
 pub use env::{build_worker_env, container_engine_reference, forbidden_env_name};
 pub use load::{DocumentError, parse_document};
 
@@ -198,6 +200,14 @@ pub fn admit(
             None
         }
     };
+    // Preset-owned configuration: fixed values (names never on the caller's allowlist, so
+    // the two cannot collide) and files for the worker's HOME.
+    config::check_env(preset, &mut f.0);
+    let home_files = config::check_home_files(preset, work_unit.budget.disk_bytes, &mut f.0);
+    let env = env.map(|mut env| {
+        env.extend(preset.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env
+    });
     let (Some(wu), Some(pr), Some((mode, allowlist)), Some(env)) = (wu, pr, allowlist, env) else {
         return Err(Rejected(f.0));
     };
@@ -236,6 +246,7 @@ pub fn admit(
             stdin,
             read_only_paths: preset.read_only_paths.clone(),
             executable_sha256: pr.executable_sha256,
+            home_files,
         },
         limits: Limits {
             // The lower of the two: the WorkUnit may ask for less than the preset allows.

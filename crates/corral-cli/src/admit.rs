@@ -42,7 +42,7 @@ pub fn load_inputs(
     connections: Option<&PathBuf>,
 ) -> Result<Inputs, Vec<BadInput>> {
     let wu = load::<WorkUnit>(work_unit);
-    let pr = load::<AgentPreset>(preset);
+    let pr = crate::input::load_preset(preset);
     let conn = connections
         .map(|c| load::<TrustedConnections>(c))
         .transpose();

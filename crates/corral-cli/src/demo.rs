@@ -122,6 +122,8 @@ fn preset(exe: &Path, digest: &str) -> AgentPreset {
         authority: "candidate_only".to_owned(),
         executable_sha256: Some(digest.to_owned()),
         cpu_millicores: None,
+        env: Default::default(),
+        home_files: Vec::new(),
     }
 }
 

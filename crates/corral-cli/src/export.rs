@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use corral_admission::Rejected;
 use corral_contract::canonical::pretty_json;
-use corral_contract::{AgentPreset, TrustedConnections, WorkUnit};
+use corral_contract::{TrustedConnections, WorkUnit};
 use corral_export::k8s::{JobOptions, job};
 use corral_export::oci::{OciOptions, config};
 use corral_export::{Admitted, ExportError};
@@ -94,7 +94,7 @@ fn admitted(docs: &Documents) -> Result<Admitted, u8> {
         .iter()
         .map(|p| load::<WorkUnit>(p))
         .collect();
-    let preset = load::<AgentPreset>(&docs.preset);
+    let preset = crate::input::load_preset(&docs.preset);
     let conn = docs
         .connections
         .as_ref()

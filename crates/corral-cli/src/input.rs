@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use corral_admission::{load::MAX_DOCUMENT_BYTES, parse_document};
+use corral_contract::AgentPreset;
 use serde::de::DeserializeOwned;
 
 use crate::display::escape;
@@ -13,6 +14,25 @@ pub struct BadInput(pub String);
 
 /// Reads and parses one document.
 pub fn load<T: DeserializeOwned + serde::Serialize>(path: &Path) -> Result<T, BadInput> {
+    let (bytes, shown) = read(path)?;
+    // The field names and values come from the file: escaped before they reach a terminal.
+    parse_document(&bytes).map_err(|e| BadInput(format!("{shown}: {}", escape(&e.describe()))))
+}
+
+/// Reads and parses an AgentPreset, with the `home_files` sources beside it read in.
+pub fn load_preset(path: &Path) -> Result<AgentPreset, BadInput> {
+    let (bytes, shown) = read(path)?;
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let folder = if folder.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        folder
+    };
+    corral_admission::load_preset(&bytes, folder)
+        .map_err(|e| BadInput(format!("{shown}: {}", escape(&e.to_string()))))
+}
+
+fn read(path: &Path) -> Result<(Vec<u8>, String), BadInput> {
     let shown = escape(&path.display().to_string());
     let meta =
         std::fs::metadata(path).map_err(|e| BadInput(format!("{shown}: cannot read: {e}")))?;
@@ -25,6 +45,5 @@ pub fn load<T: DeserializeOwned + serde::Serialize>(path: &Path) -> Result<T, Ba
         )));
     }
     let bytes = std::fs::read(path).map_err(|e| BadInput(format!("{shown}: cannot read: {e}")))?;
-    // The field names and values come from the file: escaped before they reach a terminal.
-    parse_document(&bytes).map_err(|e| BadInput(format!("{shown}: {}", escape(&e.describe()))))
+    Ok((bytes, shown))
 }

@@ -191,6 +191,47 @@ fn exit_0_with_no_change_is_an_empty_candidate() {
     assert_eq!(m["outcome"], "candidate_captured", "{m}");
 }
 
+/// Preset-owned configuration reaches the worker: fixed env values, and HOME files (inline,
+/// and read from a file beside the preset), owned by the worker, private, in the sandbox's
+/// own HOME. The worker checks each and writes a candidate only when all hold; the same
+/// worker under a preset without them fails (the control).
+#[test]
+fn preset_env_and_home_files_reach_the_worker() {
+    let f = fixture("presetcfg");
+    std::fs::write(f.dir.join("codex.toml"), "model = \"local\"\n").unwrap();
+    let script = r#"cat >/dev/null
+set -e
+test "$MSWEA_COST_TRACKING" = ignore_errors
+test "$(cat "$HOME/.codex/config.toml")" = 'model = "local"'
+test "$(cat "$HOME/.gemini/settings.json")" = '{"security":{}}'
+test "$(stat -c '%u %a' "$HOME/.codex/config.toml")" = "$(id -u) 600"
+test "$(stat -c '%u %a' "$HOME/.codex")" = "$(id -u) 700"
+echo "$HOME" > src/home.txt"#;
+    let mut pr = shell_preset(script);
+    pr["env"] = json!({ "MSWEA_COST_TRACKING": "ignore_errors" });
+    pr["home_files"] = json!([
+        { "path": ".codex/config.toml", "source": "codex.toml" },
+        { "path": ".gemini/settings.json", "content": "{\"security\":{}}" }
+    ]);
+    let wu = work_unit(&f, 30, 10, 128 << 20);
+    let (code, m, err) = run(&f, &wu, &pr, &[]);
+    assert_eq!(code, 0, "{err} {m}");
+    assert_eq!(m["outcome"], "candidate_captured", "{m}");
+    // Control: the same worker without the preset's configuration fails its checks.
+    let (code, m, err) = run(&f, &wu, &shell_preset(script), &[]);
+    assert_eq!(code, 1, "{err} {m}");
+    assert_eq!(m["execution"]["termination"], "exited", "{m}");
+    assert_ne!(m["execution"]["exit_code"], 0, "{m}");
+    // A source that is not beside the preset is refused before anything runs, naming it.
+    pr["home_files"][0]["source"] = json!("missing.toml");
+    let (code, _, err) = run(&f, &wu, &pr, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("preset.home_files[0].source") && err.contains("missing.toml"),
+        "{err}"
+    );
+}
+
 /// The cap the manifest records is the lower of WorkUnit and preset, and never more than the
 /// host has (a budget is a ceiling: asking for 64 CPUs on a smaller host gets the host's).
 /// That the kernel holds the tree to it is RES-CPU-01's run 3.

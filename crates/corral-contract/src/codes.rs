@@ -93,6 +93,10 @@ reason_codes! {
     EnvNameInvalid => "env_name_invalid",
     /// A `read_only_paths` entry is not normalized and absolute, or lies in a hidden host tree.
     ReadOnlyPathInvalid => "read_only_path_invalid",
+    /// A preset's `home_files` entry: a bad or repeated path, not exactly one of `content`
+    /// and `source`, a source that cannot be read beside the preset, or over a size bound
+    /// (each, all together, or the WorkUnit's `disk_bytes`).
+    HomeFileInvalid => "home_file_invalid",
     // Worker environment.
     /// The caller passes a variable the preset's `env_allowlist` does not name.
     EnvNotAllowlisted => "env_not_allowlisted",

@@ -305,6 +305,48 @@ pub struct AgentPreset {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub cpu_millicores: Option<u64>,
+    /// Optional: fixed, non-secret environment values the agent needs (a setting, never a
+    /// key): names as `env_allowlist`'s (env_name_invalid, env_credential_name) and not also
+    /// on it; values without a NUL, at most 32 KiB, never naming a container engine
+    /// (env_value_invalid, env_container_socket). `{model_` is reserved for placeholders
+    /// corral fills in. The caller's `--env` cannot change them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::PresetEnv"))]
+    pub env: BTreeMap<String, String>,
+    /// Optional: files placed in the worker's private, empty HOME before it starts (an
+    /// agent's `~/.codex/config.toml`), owned by the worker, which may change them; at most
+    /// 64, 1 MiB each, 4 MiB together, and within the WorkUnit's `disk_bytes`
+    /// (home_file_invalid).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 64)))]
+    pub home_files: Vec<HomeFile>,
+}
+
+/// A file a preset places in the worker's HOME: its text in the preset, or in a file beside
+/// the preset (maintainer-owned, read when the preset is loaded, so the preset's digest covers
+/// its bytes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", schemars(transform = crate::schema::home_file_rule))]
+pub struct HomeFile {
+    /// Where, relative to HOME: `/`-separated, no leading `/`, no empty, `.` or `..`
+    /// component, no backslash or control character, not a folder of another entry, each path
+    /// once (home_file_invalid). Folders on the way are made, private to the worker.
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::HomeFilePath"))]
+    pub path: String,
+    /// The file's UTF-8 text (exactly one of `content` and `source`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = 1048576)))]
+    pub content: Option<String>,
+    /// The name of a UTF-8 file in the preset's own folder (no `/`; not a link), whose text
+    /// the loader puts in `content`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "schema",
+        schemars(with = "Option<crate::schema::SourceName>")
+    )]
+    pub source: Option<String>,
 }
 
 /// Maintainer-owned model/execution connections, resolved before admission. Admission reads

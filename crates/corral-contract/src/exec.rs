@@ -26,6 +26,10 @@ pub struct ExecSpec {
     pub read_only_paths: Vec<String>,
     /// Required `sha256:` of the executable's bytes, when the preset pins one.
     pub executable_sha256: Option<crate::Digest>,
+    /// Files the backend places in the worker's empty HOME before start: path relative to
+    /// HOME -> UTF-8 text (the preset's admitted `home_files`).
+    #[serde(default)]
+    pub home_files: BTreeMap<String, String>,
 }
 
 /// Positive ceilings from the WorkUnit budget.

@@ -4,6 +4,25 @@
 //! state the same rules wherever JSON Schema can. These are the lists both need. They mirror
 //! corral-admission's own lists, and its `tests/schema_corpus.rs` fails when they differ.
 
+/// The most bytes one value of a preset's `env` may hold.
+pub const MAX_PRESET_ENV_VALUE_BYTES: usize = 32 << 10;
+
+/// Values of a preset's `env` may not hold this: `{model_...}` is reserved for the
+/// placeholders corral will fill in (the model endpoint and its per-run token, ADR-057's
+/// broker), so a preset written today cannot change meaning when they arrive
+/// (`env_value_invalid`).
+pub const RESERVED_PLACEHOLDER_PREFIX: &str = "{model_";
+
+/// The most files a preset may place in the worker's HOME.
+pub const MAX_HOME_FILES: usize = 64;
+
+/// The most bytes one of a preset's `home_files` may hold.
+pub const MAX_HOME_FILE_BYTES: usize = 1 << 20;
+
+/// The most bytes a preset's `home_files` may hold together (they also count against the
+/// WorkUnit's `disk_bytes`).
+pub const MAX_HOME_FILES_BYTES: usize = 4 << 20;
+
 /// Environment names corral sets itself inside the sandbox, so a preset may not allowlist
 /// them (`env_name_invalid`; compared ignoring ASCII case).
 pub const RESERVED_ENV_NAMES: &[&str] = &[

@@ -502,6 +502,101 @@ string_def!(
 );
 
 string_def!(
+    /// The value of one of a preset's fixed `env` entries.
+    PresetEnvValue, _generator => {
+        json_schema!({
+            "type": "string",
+            "maxLength": rules::MAX_PRESET_ENV_VALUE_BYTES,
+            "pattern": anchored("[^\\u0000]*"),
+            "not": { "pattern": regex_escape(rules::RESERVED_PLACEHOLDER_PREFIX) },
+            "description": "A fixed, non-secret value: no NUL, at most 32 KiB (env_value_invalid; admission counts bytes), never holding `{model_`, reserved for placeholders corral fills in (env_value_invalid), never naming a container engine's socket or port (env_container_socket; admission only)."
+        })
+    }
+);
+
+/// A preset's fixed `env`: names as the allowlist's, values [`PresetEnvValue`].
+pub(crate) struct PresetEnv;
+
+impl JsonSchema for PresetEnv {
+    fn schema_name() -> Cow<'static, str> {
+        "PresetEnv".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let name = generator.subschema_for::<EnvName>();
+        let value = generator.subschema_for::<PresetEnvValue>();
+        json_schema!({
+            "type": "object",
+            "propertyNames": name,
+            "additionalProperties": value,
+            "description": "Fixed environment values set by the preset, never by the caller; a name may not also be on env_allowlist (env_name_invalid; admission only)."
+        })
+    }
+}
+
+string_def!(
+    /// Where one of a preset's `home_files` goes, relative to HOME.
+    HomeFilePath, _generator => {
+        json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 4096,
+            "pattern": home_file_path_pattern(),
+            "description": "A path relative to HOME: '/'-separated components, none empty, '.' or '..', no leading or trailing '/', no backslash or control character (home_file_invalid; admission also refuses repeats and a path below another entry)."
+        })
+    }
+);
+
+string_def!(
+    /// The name of a file beside the preset.
+    SourceName, _generator => {
+        json_schema!({
+            "type": "string",
+            "pattern": anchored("(?!\\.\\.?$)[^/\\u0000-\\u001f\\u007f]+"),
+            "description": "A file name in the preset's own folder: no '/', not '.' or '..', no control character (home_file_invalid)."
+        })
+    }
+);
+
+/// schemars transform on `HomeFile`: exactly one of `content` and `source`.
+pub(crate) fn home_file_rule(schema: &mut Schema) {
+    require_keys_named(schema, &["path"]);
+    add_all_of(
+        schema,
+        vec![json!({
+            "description": "Exactly one of content and source, not null (home_file_invalid).",
+            "oneOf": [
+                { "properties": { "content": { "type": "string" } }, "required": ["content"] },
+                { "properties": { "source": { "type": "string" } }, "required": ["source"] }
+            ]
+        })],
+    );
+}
+
+fn require_keys_named(schema: &mut Schema, names: &[&str]) {
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("required".into(), json!(names));
+    }
+}
+
+/// `path` of a home file: the scope path rules without glob meaning, and no trailing `/`.
+fn home_file_path_pattern() -> String {
+    let comp = format!("(?!\\.\\.?(?:/|$))[^/\\\\{}]+", controls());
+    anchored(&format!("{comp}(?:/{comp})*"))
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+string_def!(
     /// One fixed argument of a preset's `argv`.
     ArgvEntry, _generator => {
         json_schema!({

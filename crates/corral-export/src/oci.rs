@@ -584,7 +584,17 @@ fn annotations(batch: &Admitted, run: &AdmittedRun, tops: &[String]) -> HashMap<
         "argument: already in process.args"
     };
     let a = |k: &str, v: String| (format!("{ANNOTATION_PREFIX}{k}"), v);
+    let home_files = &run.exec().home_files;
+    let home = if home_files.is_empty() {
+        "none".to_owned()
+    } else {
+        format!(
+            "NOT EXPRESSED: corral places the preset's files in HOME before start ({}); this bundle's HOME is an empty tmpfs: the caller must put them there",
+            home_files.keys().cloned().collect::<Vec<_>>().join(", ")
+        )
+    };
     HashMap::from([
+        a("home-files", home),
         a(
             "work-unit",
             format!("{} {}", run.work_unit_id(), run.work_unit_digest()),

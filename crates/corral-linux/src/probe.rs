@@ -684,6 +684,7 @@ fn probe_sandbox(
         stdin: None,
         read_only_paths: vec![],
         executable_sha256: None,
+        home_files: Default::default(),
     };
     let one = NonZeroU64::MIN;
     let limits = Limits {

@@ -628,6 +628,7 @@ fn prepare(exe: &LinuxSandboxExecutor, input: &RunInput<'_>) -> Result<Prepared,
         )?;
     }
     mk(sys::lchown(&base.join("home"), uid, gid), "home owner")?;
+    write_home_files(&base.join("home"), &input.exec.home_files, uid, gid)?;
     // The worker's login shell: agents run `$SHELL -lc` or the passwd shell (codex does),
     // and their commands are bash more often than not. /bin is the host's, bound read-only.
     let shell = if Path::new("/bin/bash").is_file() {
@@ -1360,6 +1361,49 @@ pub(crate) fn run(
     })
 }
 
+/// Places the preset's admitted `home_files` in the worker's new, empty HOME (on the run's
+/// own tmpfs, so they count against `disk_bytes`), owned by the worker: folders 0700, files
+/// 0600. Every step is one component beneath an open folder, never through a link; a file
+/// that exists already is an error (admission refused repeats and file/folder clashes).
+fn write_home_files(
+    home: &Path,
+    files: &std::collections::BTreeMap<String, String>,
+    uid: u32,
+    gid: u32,
+) -> Result<(), SandboxError> {
+    use std::io::Write as _;
+    use std::os::fd::AsFd as _;
+    if files.is_empty() {
+        return Ok(());
+    }
+    let err = |path: &str, e: io::Error| SandboxError::Setup(format!("HOME file {path:?}: {e}"));
+    let root = fs::File::open(home).map_err(|e| err(".", e))?;
+    for (path, text) in files {
+        let mut parts: Vec<&str> = path.split('/').collect();
+        let Some(name) = parts.pop() else { continue };
+        let mut dir = root
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| err(path, e))?;
+        for part in parts {
+            if part.is_empty() || part == "." || part == ".." {
+                return Err(err(path, io::Error::from_raw_os_error(libc::EINVAL)));
+            }
+            sys::mkdir_at(dir.as_fd(), part, 0o700).map_err(|e| err(path, e))?;
+            let next = sys::open_dir_at(dir.as_fd(), part).map_err(|e| err(path, e))?;
+            sys::fchown(next.as_fd(), uid, gid).map_err(|e| err(path, e))?;
+            dir = next;
+        }
+        if name.is_empty() || name == "." || name == ".." {
+            return Err(err(path, io::Error::from_raw_os_error(libc::EINVAL)));
+        }
+        let mut f = sys::create_file_at(dir.as_fd(), name, 0o600).map_err(|e| err(path, e))?;
+        f.write_all(text.as_bytes()).map_err(|e| err(path, e))?;
+        sys::fchown(f.as_fd(), uid, gid).map_err(|e| err(path, e))?;
+    }
+    Ok(())
+}
+
 /// The CPU bandwidth a run gets: the budget's cap when it sets one, never more than the
 /// backend's ceiling (the host's CPUs), at least one thousandth of a CPU.
 fn cpu_cap_millicores(ceiling: u64, budget: Option<std::num::NonZeroU64>) -> u64 {
@@ -1410,6 +1454,7 @@ mod tests {
             stdin: None,
             read_only_paths: vec![read_only],
             executable_sha256: None,
+            home_files: Default::default(),
         };
         let n = |v: u64| NonZeroU64::new(v).unwrap();
         let input = RunInput {
