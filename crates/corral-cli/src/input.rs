@@ -22,12 +22,11 @@ pub fn load<T: DeserializeOwned + serde::Serialize>(path: &Path) -> Result<T, Ba
 /// Reads and parses an AgentPreset, with the `home_files` sources beside it read in.
 pub fn load_preset(path: &Path) -> Result<AgentPreset, BadInput> {
     let (bytes, shown) = read(path)?;
-    let folder = path.parent().unwrap_or(Path::new("."));
-    let folder = if folder.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        folder
-    };
+    // `preset.json` alone has the empty parent: the current folder.
+    let folder = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     corral_admission::load_preset(&bytes, folder)
         .map_err(|e| BadInput(format!("{shown}: {}", escape(&e.to_string()))))
 }

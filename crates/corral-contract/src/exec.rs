@@ -32,6 +32,26 @@ pub struct ExecSpec {
     pub home_files: BTreeMap<String, String>,
 }
 
+/// The CFS bandwidth that holds a tree to `millicores` thousandths of a CPU: `(quota_us,
+/// period_us)` with `period_us` as given, unless the quota would fall under the kernel's 1 ms
+/// minimum (below 10 millicores at 100 ms); then the longest period the kernel takes, 1 s, so
+/// even 1 millicore is exact, never rounded up to more bandwidth than the budget allows. The
+/// Linux backend writes it to the run's cgroup and the OCI export to `linux.resources.cpu`.
+#[must_use]
+pub fn cfs_bandwidth(millicores: u64, period_us: u64) -> (u64, u64) {
+    const MIN_QUOTA_US: u64 = 1_000;
+    const MAX_PERIOD_US: u64 = 1_000_000;
+    let quota = millicores.saturating_mul(period_us) / 1000;
+    if quota >= MIN_QUOTA_US {
+        (quota, period_us)
+    } else {
+        (
+            millicores.saturating_mul(MAX_PERIOD_US) / 1000,
+            MAX_PERIOD_US,
+        )
+    }
+}
+
 /// Positive ceilings from the WorkUnit budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -56,4 +76,25 @@ pub struct Limits {
     /// CPUs). A backend never gives more than the host has.
     #[serde(default)]
     pub cpu_millicores: Option<NonZeroU64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cfs_bandwidth;
+
+    /// Every cap is written exactly: a quota under the kernel's 1 ms minimum moves to the
+    /// 1 s period instead of being rounded up to more bandwidth.
+    #[test]
+    fn the_cpu_bandwidth_is_exact_down_to_one_millicore() {
+        assert_eq!(cfs_bandwidth(2000, 100_000), (200_000, 100_000));
+        assert_eq!(cfs_bandwidth(1500, 100_000), (150_000, 100_000));
+        assert_eq!(cfs_bandwidth(10, 100_000), (1_000, 100_000));
+        assert_eq!(cfs_bandwidth(9, 100_000), (9_000, 1_000_000));
+        assert_eq!(cfs_bandwidth(1, 100_000), (1_000, 1_000_000));
+        for m in 1..=64_000u64 {
+            let (q, p) = cfs_bandwidth(m, 100_000);
+            assert!(q >= 1_000 && p <= 1_000_000, "{m}: {q}/{p}");
+            assert_eq!(q * 1000, m * p, "{m}: {q}/{p} is not {m} millicores");
+        }
+    }
 }

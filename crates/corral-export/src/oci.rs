@@ -463,13 +463,8 @@ pub fn config(batch: &Admitted, opts: &OciOptions) -> Result<Spec, ExportError> 
     let memory = i64::try_from(limits.memory_bytes.get()).unwrap_or(i64::MAX);
     let mut resources = LinuxResourcesBuilder::default();
     if let Some(m) = limits.cpu_millicores {
-        // As corral writes it (ADR-0011): 100 ms periods, or 1 s below 10 millicores so the
-        // quota stays at or above the kernel's 1 ms minimum.
-        let (quota, period) = if m.get() >= 10 {
-            (m.get().saturating_mul(100), 100_000u64)
-        } else {
-            (m.get().saturating_mul(1000), 1_000_000)
-        };
+        // Exactly as corral writes it to the run's cgroup (100 ms periods).
+        let (quota, period) = corral_contract::exec::cfs_bandwidth(m.get(), 100_000);
         resources = resources.cpu(
             LinuxCpuBuilder::default()
                 .quota(i64::try_from(quota).unwrap_or(i64::MAX))

@@ -1130,7 +1130,8 @@ pub(crate) fn run(
     let run_id = format!("{}-{n}", std::process::id());
     let limits = input.limits;
     let cpu_cap = cpu_cap_millicores(exe.config.cpu_bandwidth_millicores, limits.cpu_millicores);
-    let (cpu_quota_us, cpu_period_us) = cpu_bandwidth(cpu_cap, exe.config.cpu_period_us);
+    let (cpu_quota_us, cpu_period_us) =
+        corral_contract::exec::cfs_bandwidth(cpu_cap, exe.config.cpu_period_us);
     let cg_limits = CgroupLimits {
         memory_bytes: limits.memory_bytes.get(),
         pids_max: limits.max_processes.get(),
@@ -1410,24 +1411,6 @@ fn cpu_cap_millicores(ceiling: u64, budget: Option<std::num::NonZeroU64>) -> u64
     budget.map_or(ceiling, |b| b.get().min(ceiling)).max(1)
 }
 
-/// The CFS bandwidth for `millicores`: `(quota_us, period_us)` with `period_us` as configured,
-/// unless the quota would fall under the kernel's 1 ms minimum (below 10 millicores at 100 ms);
-/// then the longest period the kernel takes, 1 s, so even 1 millicore is exact, never rounded
-/// up to more bandwidth than the budget allows.
-fn cpu_bandwidth(millicores: u64, period_us: u64) -> (u64, u64) {
-    const MIN_QUOTA_US: u64 = 1_000;
-    const MAX_PERIOD_US: u64 = 1_000_000;
-    let quota = millicores.saturating_mul(period_us) / 1000;
-    if quota >= MIN_QUOTA_US {
-        (quota, period_us)
-    } else {
-        (
-            millicores.saturating_mul(MAX_PERIOD_US) / 1000,
-            MAX_PERIOD_US,
-        )
-    }
-}
-
 #[cfg(test)]
 #[allow(
     clippy::unwrap_used,
@@ -1489,22 +1472,6 @@ mod tests {
         assert_eq!(cpu_cap_millicores(2000, n(500)), 500);
         assert_eq!(cpu_cap_millicores(2000, n(64_000)), 2000);
         assert_eq!(cpu_cap_millicores(2000, n(1)), 1);
-    }
-
-    /// Every cap is written exactly: a quota under the kernel's 1 ms minimum moves to the
-    /// 1 s period instead of being rounded up to more bandwidth.
-    #[test]
-    fn the_cpu_bandwidth_is_exact_down_to_one_millicore() {
-        assert_eq!(cpu_bandwidth(2000, 100_000), (200_000, 100_000));
-        assert_eq!(cpu_bandwidth(1500, 100_000), (150_000, 100_000));
-        assert_eq!(cpu_bandwidth(10, 100_000), (1_000, 100_000));
-        assert_eq!(cpu_bandwidth(9, 100_000), (9_000, 1_000_000));
-        assert_eq!(cpu_bandwidth(1, 100_000), (1_000, 1_000_000));
-        for m in 1..=64_000u64 {
-            let (q, p) = cpu_bandwidth(m, 100_000);
-            assert!(q >= 1_000 && p <= 1_000_000, "{m}: {q}/{p}");
-            assert_eq!(q * 1000, m * p, "{m}: {q}/{p} is not {m} millicores");
-        }
     }
 
     /// A link in a shown folder whose target lies outside every tree the sandbox shows: as
