@@ -601,7 +601,31 @@ impl BaseCache {
 
 /// Removes a staging directory (it may hold the helper's root mount point, which is only
 /// ever mounted inside the helper's own mount namespace).
-fn remove_staging(staging: &Path) -> io::Result<()> {
+/// Whether `name`, in the cache's `tmp/` or `base/`, is a temporary of the corral process
+/// `pid`: a materialization in progress (`tmp/<sha>-<pid>-<n>`) or a file being replaced
+/// (`base/.<name>.tmp-<pid>`). What its reaper removes once `pid` has exited, however it died.
+#[must_use]
+pub fn is_temporary_of(name: &str, pid: u32) -> bool {
+    let pid = pid.to_string();
+    let staging = {
+        let mut parts = name.split('-');
+        matches!(
+            (parts.next(), parts.next(), parts.next(), parts.next()),
+            (Some(sha), Some(p), Some(n), None)
+                if is_hex_sha(sha) && p == pid && !n.is_empty()
+                    && n.bytes().all(|b| b.is_ascii_digit())
+        )
+    };
+    staging
+        || name
+            .strip_prefix('.')
+            .and_then(|r| r.strip_suffix(pid.as_str()))
+            .and_then(|r| r.strip_suffix(".tmp-"))
+            .is_some_and(|r| !r.is_empty())
+}
+
+/// Removes a materialization in progress (or what is left of one).
+pub fn remove_staging(staging: &Path) -> io::Result<()> {
     match fs::remove_dir_all(staging) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         r => r,

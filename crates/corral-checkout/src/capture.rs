@@ -136,6 +136,18 @@ pub fn capture_isolated(
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// Whether `name`, in the temporary directory, is a capture helper's scratch directory of the
+/// corral process `pid` (`corral-capture-<pid>-<n>`): what its reaper removes once `pid` has
+/// exited.
+#[must_use]
+pub fn is_scratch_of(name: &str, pid: u32) -> bool {
+    name.strip_prefix("corral-capture-")
+        .and_then(|r| r.split_once('-'))
+        .is_some_and(|(p, n)| {
+            p == pid.to_string() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
 /// The helper's scratch directory (mode 0700), removed on drop.
 struct Scratch(PathBuf);
 

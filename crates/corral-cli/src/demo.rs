@@ -132,7 +132,18 @@ fn file_digest(path: &Path) -> Result<String, String> {
     Ok(corral_contract::Digest::of_bytes(&bytes).to_string())
 }
 
+/// Whether `name`, in the temporary directory, is the demo folder of the corral process `pid`
+/// (`corral-demo-<pid>`): what its reaper removes once `pid` has exited.
+pub fn is_folder_of(name: &str, pid: u32) -> bool {
+    name.strip_prefix("corral-demo-") == Some(pid.to_string().as_str())
+}
+
 pub fn run() -> u8 {
+    // Before the demo folder, or anything else, is made.
+    if let Err(line) = crate::run::start_reaper(Some(&default_data_dir().join("artifacts"))) {
+        eprintln!("corral: demo: {line}");
+        return exit::FAILED;
+    }
     let dir = std::env::temp_dir().join(format!("corral-demo-{}", std::process::id()));
     let code = run_in(&dir);
     let _ = std::fs::remove_dir_all(&dir);

@@ -24,6 +24,7 @@ mod export;
 mod input;
 mod logging;
 mod progress;
+mod reaper;
 mod run;
 mod show;
 mod summary;
@@ -104,6 +105,12 @@ fn main() -> ExitCode {
         == Some(std::ffi::OsStr::new(corral_checkout::CAPTURE_HELPER_ARG))
     {
         let code = corral_checkout::capture_helper_main();
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    // corral re-runs itself as its own reaper (ADR-0092), likewise.
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new(reaper::REAPER_ARG)) {
+        let rest: Vec<std::ffi::OsString> = std::env::args_os().skip(2).collect();
+        let code = reaper::main(&rest);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     let parsed = with_exit_codes(<Cli as clap::CommandFactory>::command())

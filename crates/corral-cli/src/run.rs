@@ -187,6 +187,10 @@ pub fn run(args: &RunArgs) -> u8 {
             return exit::REJECTED;
         }
     }
+    if let Err(line) = start_reaper(Some(&artifacts)) {
+        eprintln!("corral: {line}");
+        return exit::FAILED;
+    }
     let cancel = match CancelToken::new() {
         Ok(c) => c,
         Err(e) => {
@@ -451,6 +455,22 @@ pub const WITHDRAW_ENV: &str = "CORRAL_WITHDRAW_CAPABILITY";
 /// show that every capability, when missing, refuses the run before the worker starts
 /// (ADR-0060). It can only take capabilities away, never attest one, so it cannot weaken a
 /// run; an unknown name is bad input (exit 2), never ignored.
+/// Starts corral's reaper (ADR-0092) for the cache, the temporary directory and `artifacts`:
+/// whatever ends this process, its cgroups and temporary files go when it does. Before
+/// anything of the kind is made (the probe makes cgroups and folders).
+pub fn start_reaper(artifacts: Option<&Path>) -> Result<(), String> {
+    let places = crate::reaper::Places {
+        cache: Some(default_cache_dir()),
+        artifacts: artifacts.map(Path::to_path_buf),
+    };
+    crate::reaper::start(&places).map_err(|e| {
+        format!(
+            "cannot start corral's reaper (/proc/self/exe {}): {e}",
+            crate::reaper::REAPER_ARG
+        )
+    })
+}
+
 /// The backend's configuration: the probe tests idmapped mounts where the base checkouts
 /// live (corral's cache), since a run's workspace lower is one of them.
 pub fn linux_config() -> corral_linux::LinuxConfig {
@@ -487,6 +507,10 @@ fn executor() -> Result<LinuxSandboxExecutor, String> {
 pub fn probe(args: &ProbeArgs) -> u8 {
     crate::logging::init(&args.log);
     let t = std::time::Instant::now();
+    if let Err(line) = start_reaper(None) {
+        eprintln!("corral: {line}");
+        return exit::FAILED;
+    }
     let executor = match executor() {
         Ok(e) => e,
         Err(line) => {

@@ -721,24 +721,84 @@ fn cgroup_dirs(prefix: &str) -> Vec<String> {
         .collect()
 }
 
-/// PROC-04 (b): `kill -9` of the supervisor takes every sandbox process with it within 2 s
-/// (init has PR_SET_PDEATHSIG), and no group of the dead supervisor outlives the next corral:
-/// systemd removes a transient scope corral asked for with everything in it, and otherwise
-/// the next corral removes the empty groups the dead supervisor could not.
-#[test]
-fn supervisor_killed_takes_the_sandbox_with_it_and_its_groups_are_collected() {
-    let f = fixture("kill9");
-    let mut child = spawn_run(&f, "sleep 1001 & sleep 1001 & wait");
-    let pid = child.id();
-    // Positive control: the sleepers exist before the supervisor dies.
+/// The pid of corral `pid`'s reaper (ADR-0092), its child running `__corral-reaper`.
+fn reaper_of(pid: u32) -> u32 {
+    let out = Command::new("pgrep")
+        .args(["-P", &pid.to_string(), "-f", "__corral-reaper"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let pids: Vec<u32> = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 1, "corral {pid} has no single reaper: {text:?}");
+    pids[0]
+}
+
+/// Whether `pid` has exited (gone, or a zombie its new parent has not reaped yet).
+fn exited(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Waits until the sandbox's sleepers of `cmdline` run; returns corral's pid.
+fn wait_running(child: &std::process::Child, cmdline: &str) -> u32 {
     let t = std::time::Instant::now();
-    while !running("sleep 1001") {
+    while !running(cmdline) {
         assert!(
             t.elapsed() < std::time::Duration::from_secs(20),
             "the sandbox never started"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    child.id()
+}
+
+/// Waits (a bound, not a pace: `pgrep` is slow in an emulated guest) until `what` holds.
+fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !done() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(60), "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// What corral `pid` could leave in the fixture's cache and store, or the temporary directory.
+fn leftovers_of(f: &Fixture, pid: u32) -> Vec<String> {
+    let cache = f.dir.join("home/.cache/corral");
+    let mut left = Vec::new();
+    for (dir, pick) in [
+        (cache.join("tmp"), format!("-{pid}-")),
+        (cache.join("base"), format!(".tmp-{pid}")),
+        (cache.join("executables"), format!(".{pid}")),
+        (cache.clone(), format!("-{pid}-")),
+        (f.dir.join("artifacts/sha256"), format!("-{pid}-")),
+        (std::env::temp_dir(), format!("corral-capture-{pid}-")),
+    ] {
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.contains(&pick) {
+                left.push(e.path().display().to_string());
+            }
+        }
+    }
+    left.extend(cgroup_dirs(&format!("corral-{pid}-")));
+    left
+}
+
+/// PROC-04 (b) and issue 17: `kill -9` of the supervisor takes every sandbox process with it
+/// (init has PR_SET_PDEATHSIG), and its reaper removes its groups at once, without waiting for
+/// another corral (ADR-0092). Control: with the reaper killed first, the groups stay (the
+/// check sees them) until the next corral collects them.
+#[test]
+fn supervisor_killed_takes_the_sandbox_with_it_and_its_reaper_leaves_nothing() {
+    let f = fixture("kill9");
+    let mut child = spawn_run(&f, "sleep 1001 & sleep 1001 & wait");
+    let pid = wait_running(&child, "sleep 1001");
+    let reaper = reaper_of(pid);
     // Positive control of the group check: the live supervisor's groups are found.
     assert!(
         !cgroup_dirs(&format!("corral-{pid}-")).is_empty(),
@@ -749,21 +809,43 @@ fn supervisor_killed_takes_the_sandbox_with_it_and_its_groups_are_collected() {
         .status()
         .unwrap();
     child.wait().unwrap();
-    let t = std::time::Instant::now();
-    while running("sleep 1001") {
-        assert!(
-            // Sleepers of 1001 s: the supervisor's death ended them (a bound, not a pace:
-            // `pgrep` itself takes a while in an emulated guest).
-            t.elapsed() < std::time::Duration::from_secs(60),
-            "sandbox processes outlived the supervisor"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    // Left for collection without systemd; already gone when a systemd scope held them.
-    for g in cgroup_dirs(&format!("corral-{pid}-")) {
+    wait_until("sandbox processes outlived the supervisor", || {
+        !running("sleep 1001")
+    });
+    wait_until("the reaper never finished", || exited(reaper));
+    assert_eq!(leftovers_of(&f, pid), Vec::<String>::new());
+
+    // Control: the same kill with the reaper gone first leaves the groups behind.
+    let mut child = spawn_run(&f, "sleep 1002 & sleep 1002 & wait");
+    let pid = wait_running(&child, "sleep 1002");
+    let reaper = reaper_of(pid);
+    // In a transient scope corral asked systemd for, the groups go with the scope.
+    let systemd_scope = cgroup_dirs(&format!("corral-{pid}-"))
+        .iter()
+        .all(|g| g.contains("/corral-scope-"));
+    Command::new("kill")
+        .args(["-KILL", &reaper.to_string()])
+        .status()
+        .unwrap();
+    wait_until("the reaper did not die", || exited(reaper));
+    Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    wait_until("sandbox processes outlived the supervisor", || {
+        !running("sleep 1002")
+    });
+    let left = cgroup_dirs(&format!("corral-{pid}-"));
+    assert!(
+        systemd_scope || !left.is_empty(),
+        "without its reaper, no group was left"
+    );
+    for g in &left {
         let procs = std::fs::read_to_string(format!("{g}/cgroup.procs")).unwrap_or_default();
         assert!(procs.trim().is_empty(), "{g} still holds {procs}");
     }
+    // The next corral collects them.
     let probe = corral(&f, &["probe"]);
     assert_eq!(probe.status.code(), Some(0));
     assert!(

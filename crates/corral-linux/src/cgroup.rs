@@ -94,6 +94,18 @@ impl Hierarchy {
     /// Picks the hierarchy from `/proc/self/cgroup` and mountinfo text. `root` is prefixed to
     /// every mount point (`/` on a real host, a temporary directory in tests).
     pub fn detect(root: &Path, proc_self_cgroup: &str, mountinfo: &str) -> Result<Self, String> {
+        Self::detect_for(root, proc_self_cgroup, mountinfo, std::process::id())
+    }
+
+    /// [`Self::detect`] for the corral process `supervisor`: its leaf
+    /// `corral-supervisor-<supervisor>` is not where its groups go (the reaper, a child of
+    /// corral, may sit in its parent's leaf).
+    fn detect_for(
+        root: &Path,
+        proc_self_cgroup: &str,
+        mountinfo: &str,
+        supervisor: u32,
+    ) -> Result<Self, String> {
         let mounts = cgroup_mounts(mountinfo);
         let mut v2_path = None;
         let mut v1_paths: Vec<(String, String)> = Vec::new();
@@ -106,7 +118,7 @@ impl Hierarchy {
             if ctrls.is_empty() {
                 // corral's own leaf (see `enable_controllers`) is not where its groups go:
                 // they are its siblings, beneath the cgroup corral was started in.
-                let own_leaf = format!("/corral-supervisor-{}", std::process::id());
+                let own_leaf = format!("/corral-supervisor-{supervisor}");
                 v2_path = Some(path.strip_suffix(&own_leaf).unwrap_or(path).to_owned());
             } else {
                 for c in ctrls.split(',') {
@@ -173,11 +185,18 @@ impl Hierarchy {
     }
 
     fn detect_host_in_place() -> Result<Self, String> {
+        Self::detect_host_for(std::process::id())
+    }
+
+    /// The hierarchy the corral process `supervisor` made its groups in, seen from its reaper
+    /// (a child that shares its cgroup, see [`Self::collect_dead`]). Never asks systemd for a
+    /// scope: groups in a scope systemd gave corral go with the scope.
+    pub fn detect_host_for(supervisor: u32) -> Result<Self, String> {
         let cg = fs::read_to_string("/proc/self/cgroup")
             .map_err(|e| format!("/proc/self/cgroup: {e}"))?;
         let mi = fs::read_to_string("/proc/self/mountinfo")
             .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
-        Self::detect(Path::new("/"), &cg, &mi)
+        Self::detect_for(Path::new("/"), &cg, &mi, supervisor)
     }
 
     /// Which cgroup version this hierarchy is.
@@ -256,6 +275,23 @@ impl Hierarchy {
     /// and only when their owner's pid is gone; any task still inside is killed first.
     /// Returns the names removed.
     pub fn collect_stale(&self) -> Vec<String> {
+        self.collect_where(|name| {
+            stale_owner(name).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+        })
+    }
+
+    /// Removes the groups the corral process `pid` created (`corral-<pid>-<n>`,
+    /// `corral-probe-<pid>-<n>`), killing any task still inside: what corral's reaper does once
+    /// `pid` has exited, however it died (ADR-0092). Never `corral-supervisor-<pid>`: on cgroup
+    /// v2 that leaf holds the reaper itself, and a process cannot remove its own group; systemd
+    /// removes it with the unit, or the next corral with [`Self::collect_stale`].
+    pub fn collect_dead(&self, pid: u32) -> Vec<String> {
+        self.collect_where(|name| {
+            !name.starts_with("corral-supervisor-") && stale_owner(name) == Some(pid)
+        })
+    }
+
+    fn collect_where(&self, pick: impl Fn(&str) -> bool) -> Vec<String> {
         let parents: Vec<&Path> = match self {
             Hierarchy::V2 { parent } => vec![parent.as_path()],
             Hierarchy::V1 { parents } => parents.iter().map(|(_, p)| p.as_path()).collect(),
@@ -267,9 +303,7 @@ impl Hierarchy {
             };
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(pid) = stale_owner(&name)
-                    && !Path::new(&format!("/proc/{pid}")).exists()
-                {
+                if pick(&name) {
                     names.insert(name);
                 }
             }

@@ -761,6 +761,21 @@ pub fn probe(config: &LinuxConfig) -> ProbeReport {
 }
 
 /// A number unique within this process, for the names of probe groups and workspaces.
+/// Whether `name` is a temporary folder of a probe by the corral process `pid`
+/// (`corral-probe-lower-<pid>-<n>`, `corral-probe-ws-<pid>-<n>`, in `probe_dir`): what its
+/// reaper removes once `pid` has exited.
+#[must_use]
+pub fn is_temporary_of(name: &str, pid: u32) -> bool {
+    ["corral-probe-lower-", "corral-probe-ws-"]
+        .iter()
+        .filter_map(|p| name.strip_prefix(p))
+        .any(|rest| {
+            rest.split_once('-').is_some_and(|(p, n)| {
+                p == pid.to_string() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())
+            })
+        })
+}
+
 fn next_probe_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)

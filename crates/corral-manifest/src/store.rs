@@ -93,6 +93,21 @@ pub struct ArtifactStore {
     dir_fd: std::sync::Arc<std::os::fd::OwnedFd>,
 }
 
+/// Whether `name`, in a store's `sha256/`, is an artifact the corral process `pid` was writing
+/// (`.tmp-<hex>-<pid>-<n>`, never visible under a digest's name): what its reaper removes once
+/// `pid` has exited, however it died.
+#[must_use]
+pub fn is_temporary_of(name: &str, pid: u32) -> bool {
+    let mut parts = name.split('-');
+    matches!(
+        (parts.next(), parts.next(), parts.next(), parts.next(), parts.next()),
+        (Some(".tmp"), Some(hex), Some(p), Some(n), None)
+            if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit())
+                && p == pid.to_string() && !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_digit())
+    )
+}
+
 impl ArtifactStore {
     /// Opens (creating if needed) the store at `root`, refusing a root inside any of
     /// `protected` (the workspace, the canonical repository). Nothing is created when it is

@@ -13,6 +13,8 @@
 //!   with the total byte count and a truncation flag per stream;
 //! * best-effort process-group cleanup (`SIGKILL` to the group) on *every* exit, not only on
 //!   timeout;
+//! * the child dies with its caller: `PR_SET_PDEATHSIG` sends it `SIGKILL` if the caller's
+//!   thread dies first (a caller killed with `SIGKILL` leaves no helper running);
 //! * no hang when a background process keeps the output pipes open: the status comes from
 //!   `wait`, and the readers stop after a short grace period.
 //!
@@ -406,13 +408,25 @@ pub fn run_bounded_process(cmd: &BoundedCommand) -> io::Result<BoundedOutcome> {
         .zip(3..)
         .map(|(fd, target)| (fd.as_raw_fd(), target))
         .collect();
-    // SAFETY: the closure only calls setsid(2), dup2(2), close_range(2) and close(2), which
-    // are async-signal-safe, between fork and exec; it touches no locks or allocations
-    // (`moves` was built before).
+    // SAFETY: getpid(2) has no preconditions.
+    let caller = unsafe { libc::getpid() };
+    // SAFETY: the closure only calls setsid(2), prctl(2), getppid(2), dup2(2), close_range(2)
+    // and close(2), which are async-signal-safe, between fork and exec; it touches no locks or
+    // allocations (`moves` was built before).
     unsafe {
         command.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(io::Error::last_os_error());
+            }
+            // The child dies with the thread that waits for it, so a caller killed with
+            // SIGKILL leaves no child running (this thread blocks until the child exits, so
+            // the signal never fires early). Checked after: the caller may already be gone.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::getppid() != caller {
+                // The caller exited before the child started (no allocation here).
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
             for &(from, to) in &moves {
                 // dup2 leaves the new descriptor without close-on-exec.

@@ -154,3 +154,74 @@ fn inherited_descriptors_arrive_as_3_and_4_and_nothing_else_does() {
     // before close_range in the child it arrived there too (seen as fd 251).
     assert_eq!(fds, [0, 1, 2, 3, 4, 5], "inherited: {fds:?}");
 }
+
+/// A caller killed with SIGKILL leaves no child running (`PR_SET_PDEATHSIG`): this test runs
+/// itself as the caller, which starts `sleep 1003` through the primitive and prints the
+/// sleeper's pid; the test kills the caller and sees the sleeper end. Control: while the
+/// caller lives, the sleeper runs.
+#[test]
+fn a_caller_killed_with_sigkill_takes_its_child_with_it() {
+    const ROLE: &str = "CORRAL_PROCESS_TEST_CALLER";
+    if std::env::var_os(ROLE).is_some() {
+        let _ = run_bounded_process(&sh("echo $$; exec sleep 1003"));
+        return;
+    }
+    let mut caller = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_caller_killed_with_sigkill_takes_its_child_with_it",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "1")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The sleeper: the caller's grandchild whose command line is `sleep 1003`.
+    let find = || {
+        let out = std::process::Command::new("pgrep")
+            .args(["-x", "-f", "sleep 1003"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .map(|p| p.parse::<u32>().unwrap())
+            .find(|p| {
+                // Its parent is the caller (the primitive's `sh` exec'd into it).
+                std::fs::read_to_string(format!("/proc/{p}/stat"))
+                    .ok()
+                    .and_then(|s| {
+                        let rest = s.rsplit_once(')')?.1.to_owned();
+                        rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                    })
+                    == Some(caller.id())
+            })
+    };
+    let t = Instant::now();
+    let sleeper = loop {
+        if let Some(p) = find() {
+            break p;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the sleeper never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Control: alive while the caller is.
+    assert!(std::path::Path::new(&format!("/proc/{sleeper}")).exists());
+    caller.kill().unwrap();
+    caller.wait().unwrap();
+    let t = Instant::now();
+    while std::fs::read_to_string(format!("/proc/{sleeper}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    }) {
+        // A bound, not a pace: SIGKILL is delivered at once.
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the child outlived its caller"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

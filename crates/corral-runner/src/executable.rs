@@ -186,6 +186,16 @@ fn lookup(cache: &Path, stamp: &Stamp) -> Option<Digest> {
         .flatten()
 }
 
+/// Whether `name`, in the executable digest cache, is an entry the corral process `pid` was
+/// writing (`.<entry>.<pid>`): what its reaper removes once `pid` has exited.
+#[must_use]
+pub fn is_temporary_of(name: &str, pid: u32) -> bool {
+    name.strip_prefix('.')
+        .and_then(|r| r.strip_suffix(pid.to_string().as_str()))
+        .and_then(|r| r.strip_suffix('.'))
+        .is_some_and(|r| !r.is_empty() && !r.contains('.'))
+}
+
 fn store(cache: &Path, stamp: &Stamp, digest: &Digest) -> std::io::Result<()> {
     std::fs::create_dir_all(cache)?;
     std::fs::set_permissions(cache, std::fs::Permissions::from_mode(0o700))?;
