@@ -39,7 +39,7 @@ fn main() -> Result<()> {
         Some("vm") => vm::run(&root, &args[1..]),
         _ => bail!(
             "usage: cargo xtask <layers | schemas [--check] | fixtures [--check] | ci | \
-             adversarial [--list] [--filter IDS] [--json F] [--sarif F] [--corral BIN] [--repeat N] [--cpu-hog] [--verbose] | \
+             adversarial [--list] [--filter IDS] [--json F] [--sarif F] [--corral BIN] [--repeat N] [--cpu-hog] [--crash-points N] [--verbose] | \
              vm [--kernel K] [--layout L] [--tmp T] [-- COMMAND]>"
         ),
     }

@@ -9,8 +9,9 @@
 //! artifact or cache entry being written, the probe's folders.
 //!
 //! So every command that makes such things first starts this reaper: corral itself, re-run
-//! with [`REAPER_ARG`], in a process group of its own (a terminal's Ctrl-C is corral's to
-//! handle, not the reaper's). It opens a pidfd on corral, waits for corral to exit, then
+//! with [`REAPER_ARG`], which leaves corral's session (a terminal's Ctrl-C and hang-up are
+//! corral's to handle, not the reaper's), opens a pidfd on corral, reports ready (corral makes
+//! nothing before), waits for corral to exit, then
 //! removes exactly what corral's pid names, in the places corral told it, and exits. After a
 //! clean exit it finds nothing. Everything it removes is named by that pid, in a form only that
 //! process creates, and only once that process is gone, so it never touches another run's
@@ -61,12 +62,27 @@ pub fn start(places: &Places) -> io::Result<()> {
     cmd.arg("--tmp")
         .arg(std::env::temp_dir())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .process_group(0);
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     // Not waited for: it outlives this process by design (init, or a subreaper, reaps it).
-    cmd.spawn().map(drop)
+    let mut child = cmd.spawn()?;
+    // Nothing is made before the reaper has pinned this process and left its session (a
+    // terminal's Ctrl-C, and its session's end, are corral's to handle, not the reaper's).
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        io::BufRead::read_line(&mut io::BufReader::new(out), &mut line)?;
+    }
+    if line.trim_end() == READY {
+        Ok(())
+    } else {
+        let _ = child.kill();
+        let _ = child.wait();
+        Err(io::Error::other("it did not report ready"))
+    }
 }
+
+/// What the reaper prints once it watches corral.
+const READY: &str = "ready";
 
 /// The reaper's main: `corral __corral-reaper <pid> [--cache DIR] [--artifacts DIR] [--tmp
 /// DIR]`.
@@ -94,7 +110,24 @@ pub fn main(args: &[OsString]) -> i32 {
             }
         }
     }
-    if !wait_for_exit(pid) {
+    let _ = rustix::thread::set_name(c"corral-reaper");
+    if let Err(e) = rustix::process::setsid() {
+        eprintln!("corral reaper: cannot leave corral's session: {e}");
+        return 2;
+    }
+    let Some(pidfd) = pin(pid) else {
+        // corral is gone already (its pid may name another process by now): nothing of it
+        // is touched; the next corral collects what it left.
+        return 0;
+    };
+    {
+        use std::io::Write as _;
+        let mut out = io::stdout().lock();
+        if writeln!(out, "{READY}").and_then(|()| out.flush()).is_err() {
+            return 2;
+        }
+    }
+    if !wait_for_exit(&pidfd) {
         return 0;
     }
     let mut failed = 0;
@@ -112,24 +145,22 @@ pub fn main(args: &[OsString]) -> i32 {
     i32::from(failed > 0)
 }
 
-/// Waits until the process `pid` (this process's parent) has exited. `false` when it cannot
-/// be pinned: it was gone before (its pid may name another process by now), or the pidfd
-/// cannot be read (then nothing is removed: never while it may still run).
-fn wait_for_exit(pid: u32) -> bool {
-    use rustix::event::{PollFd, PollFlags, poll};
+/// A pidfd on corral `pid`, this process's parent; `None` when it is gone already (its pid
+/// may name another process by now).
+fn pin(pid: u32) -> Option<std::os::fd::OwnedFd> {
     use rustix::process::{Pid, PidfdFlags, getppid, pidfd_open};
-    let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
-        return false;
-    };
-    let Ok(fd) = pidfd_open(p, PidfdFlags::empty()) else {
-        return false;
-    };
+    let p = i32::try_from(pid).ok().and_then(Pid::from_raw)?;
+    let fd = pidfd_open(p, PidfdFlags::empty()).ok()?;
     // While it is this process's parent, `pid` cannot have been reused: the pidfd is corral's.
-    if getppid() != Some(p) {
-        return false;
-    }
+    (getppid() == Some(p)).then_some(fd)
+}
+
+/// Waits until the pinned process has exited. `false` when the pidfd cannot be read (then
+/// nothing is removed: never while it may still run).
+fn wait_for_exit(fd: &std::os::fd::OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, poll};
     loop {
-        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
         match poll(&mut fds, None) {
             Ok(n) if n > 0 => return true,
             Ok(_) | Err(rustix::io::Errno::INTR) => {}

@@ -268,6 +268,7 @@ pub fn report_error(err: &RunError, wu: &Path, preset: &Path, conn: Option<&Path
             escape(detail)
         ),
         RunError::Internal(m) => eprintln!("corral: internal error: {}", escape(m)),
+        RunError::Store(m) => eprintln!("corral: {}", escape(m)),
     }
     err.exit_code()
 }

@@ -820,9 +820,12 @@ fn supervisor_killed_takes_the_sandbox_with_it_and_its_reaper_leaves_nothing() {
     let pid = wait_running(&child, "sleep 1002");
     let reaper = reaper_of(pid);
     // In a transient scope corral asked systemd for, the groups go with the scope.
-    let systemd_scope = cgroup_dirs(&format!("corral-{pid}-"))
-        .iter()
-        .all(|g| g.contains("/corral-scope-"));
+    let before = cgroup_dirs(&format!("corral-{pid}-"));
+    assert!(
+        !before.is_empty(),
+        "the running supervisor's groups were not found"
+    );
+    let systemd_scope = before.iter().all(|g| g.contains("/corral-scope-"));
     Command::new("kill")
         .args(["-KILL", &reaper.to_string()])
         .status()
@@ -832,19 +835,21 @@ fn supervisor_killed_takes_the_sandbox_with_it_and_its_reaper_leaves_nothing() {
         .args(["-KILL", &pid.to_string()])
         .status()
         .unwrap();
-    child.wait().unwrap();
+    // Not reaped yet: a zombie's pid stays taken, so another test's corral, running at the
+    // same time, does not collect its groups as stale before they are looked at.
     wait_until("sandbox processes outlived the supervisor", || {
         !running("sleep 1002")
     });
     let left = cgroup_dirs(&format!("corral-{pid}-"));
     assert!(
         systemd_scope || !left.is_empty(),
-        "without its reaper, no group was left"
+        "without its reaper, no group was left (before the kill: {before:?})"
     );
     for g in &left {
         let procs = std::fs::read_to_string(format!("{g}/cgroup.procs")).unwrap_or_default();
         assert!(procs.trim().is_empty(), "{g} still holds {procs}");
     }
+    child.wait().unwrap();
     // The next corral collects them.
     let probe = corral(&f, &["probe"]);
     assert_eq!(probe.status.code(), Some(0));
@@ -1263,4 +1268,85 @@ fn verbose_logs_each_step_on_stderr() {
     let err = String::from_utf8_lossy(&quiet.stderr).into_owned();
     assert_eq!(quiet.status.code(), Some(0), "{err}");
     assert!(!err.contains("admission: admitted"), "{err}");
+}
+
+/// Issue 17: a store on a full file system fails the run with one line that names the store
+/// and what to do, and leaves nothing half-written in it. The store is a 1 MiB tmpfs in a
+/// mount namespace of the test's own (`unshare -m`), so the host's mounts never change; the
+/// worker's change needs more. Control: the same run with a roomy store is captured.
+#[test]
+fn a_full_store_fails_naming_the_store_and_leaves_nothing_half_written() {
+    let f = fixture("fullstore");
+    let script = "head -c 3000000 /dev/zero | tr '\\0' 'x' | fold -w 99 > src/big.txt";
+    let (wu, preset) = documents(&f, script);
+    let mut wu_doc: Value = serde_json::from_slice(&std::fs::read(&wu).unwrap()).unwrap();
+    wu_doc["budget"]["max_patch_bytes"] = json!(16 << 20);
+    std::fs::write(&wu, wu_doc.to_string()).unwrap();
+    let small = f.dir.join("small");
+    std::fs::create_dir_all(&small).unwrap();
+    let store = small.join("art");
+    let run_in = |size: &str| {
+        let inner = run_command(&f, &wu, &preset, &f.repo, &store);
+        let mut argv: Vec<String> = vec![inner.get_program().to_string_lossy().into_owned()];
+        argv.extend(inner.get_args().map(|a| a.to_string_lossy().into_owned()));
+        let quoted: Vec<String> = argv
+            .iter()
+            .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+            .collect();
+        let out = Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(format!(
+                "mount -t tmpfs -o size={size} corral-test-store '{}' || {{ echo NOT-RUN; exit 9; }}; \
+                 {}; rc=$?; cd '{}/sha256' || exit 9; \
+                 for f in .* *; do [ -f \"$f\" ] && echo \"FILE $f $(sha256sum < \"$f\" | cut -c1-64)\"; done; \
+                 exit $rc",
+                small.display(),
+                quoted.join(" "),
+                store.display()
+            ))
+            .env_clear()
+            .env("HOME", f.dir.join("home"))
+            .env("PATH", "/usr/bin:/bin:/usr/sbin:/sbin")
+            .output()
+            .unwrap();
+        // The store is gone with the namespace: what it held was listed in there, after
+        // corral, each file with its hash. Nothing half-written may be visible.
+        let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+        let files: Vec<(String, String)> = listing
+            .lines()
+            .filter_map(|l| l.strip_prefix("FILE "))
+            .map(|l| {
+                let (name, hash) = l.rsplit_once(' ').unwrap();
+                (name.to_owned(), hash.to_owned())
+            })
+            .collect();
+        for (name, hash) in &files {
+            assert_eq!(name, hash, "a store file that is not its digest: {listing}");
+        }
+        (out, files.len())
+    };
+    let (out, _) = run_in("1m");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("NOT-RUN"),
+        "{err}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("corral: ")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains(&format!("in the artifact store {}", store.display()))
+            && lines[0].contains("file system is full")
+            && lines[0].contains("--artifacts"),
+        "{err}"
+    );
+    assert!(!lines[0].contains("internal error"), "{err}");
+    // Control: room enough, the same change is captured.
+    let (out, stored) = run_in("64m");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        stored >= 3,
+        "the listing saw {stored} files in a captured run's store"
+    );
 }

@@ -195,7 +195,34 @@ impl ArtifactStore {
         if result.is_err() {
             let _ = rustix::fs::unlinkat(dir, tmp.as_str(), rustix::fs::AtFlags::empty());
         }
-        result.map(|()| ArtifactRef { digest, bytes: len })
+        result
+            .map(|()| ArtifactRef { digest, bytes: len })
+            .map_err(|e| self.named(e))
+    }
+
+    /// A write error that names this store, and what to do when its file system is full.
+    fn named(&self, e: StoreError) -> StoreError {
+        match e {
+            StoreError::Io { context, source } => {
+                let full = [rustix::io::Errno::NOSPC, rustix::io::Errno::DQUOT]
+                    .iter()
+                    .any(|n| source.raw_os_error() == Some(n.raw_os_error()));
+                StoreError::Io {
+                    context: format!(
+                        "{context} in the artifact store {}{}",
+                        self.root.display(),
+                        if full {
+                            " (its file system is full: free space there, or pass another \
+                             --artifacts)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    source,
+                }
+            }
+            other => other,
+        }
     }
 }
 

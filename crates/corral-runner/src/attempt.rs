@@ -77,6 +77,10 @@ pub enum RunError {
     /// corral itself failed (exit 1).
     #[error("{0}")]
     Internal(String),
+    /// The artifact store could not take the run's artifacts or manifest (exit 1): a full or
+    /// failing file system, named with the store. Nothing half-written is visible in it.
+    #[error("{0}")]
+    Store(String),
 }
 
 impl RunError {
@@ -88,7 +92,7 @@ impl RunError {
             RunError::Rejected(_) | RunError::BadInput(_) | RunError::BadWorkUnitField { .. } => {
                 exit::REJECTED
             }
-            RunError::Internal(_) => exit::FAILED,
+            RunError::Internal(_) | RunError::Store(_) => exit::FAILED,
         }
     }
 }
@@ -227,8 +231,9 @@ pub fn run_attempt(
             extra_rejections: rejections,
             egress: Vec::new(),
         };
-        let manifest = normalize_and_store(&record, &store)
-            .map_err(|e| RunError::Internal(format!("writing the manifest: {e}")))?;
+        let manifest = normalize_and_store(&record, &store).map_err(|e| {
+            RunError::Store(format!("storing the run's artifacts and manifest: {e}"))
+        })?;
         Ok(RunReport {
             exit_code: code,
             manifest,
@@ -446,7 +451,7 @@ fn finish(
         egress: outcome.egress.clone(),
     };
     let manifest = normalize_and_store(&record, store)
-        .map_err(|e| RunError::Internal(format!("writing the manifest: {e}")))?;
+        .map_err(|e| RunError::Store(format!("storing the run's artifacts and manifest: {e}")))?;
     // The workspace layer (a detached tmpfs) is freed here, after capture.
     drop(outcome);
     let captured =

@@ -32,6 +32,8 @@ pub struct Harness {
     /// `fixtures::runnable`), readable by the sandbox user.
     pub attacks: PathBuf,
     pub verbose: bool,
+    /// TRUST-07's seeded kill points (`--crash-points`).
+    pub crash_points: usize,
 }
 
 impl Harness {
@@ -58,6 +60,7 @@ impl Harness {
             scratch,
             attacks,
             verbose,
+            crash_points: super::cases::CRASH_POINTS,
         })
     }
 

@@ -35,10 +35,12 @@ struct Options {
     repeat: u32,
     /// Keep every core busy with a spinning process per core while the cases run.
     cpu_hog: bool,
+    /// TRUST-07's seeded kill points.
+    crash_points: usize,
 }
 
 const USAGE: &str = "usage: cargo xtask adversarial [--list] [--filter ID|CATEGORY[,...]] \
-     [--json FILE] [--sarif FILE] [--corral BIN] [--repeat N] [--cpu-hog] [--verbose]\n\
+     [--json FILE] [--sarif FILE] [--corral BIN] [--repeat N] [--cpu-hog] [--crash-points N] [--verbose]\n\
      Runs the host qualification suite through the corral binary; exit 0 only when every \
      applicable case is contained and the host is left as it was. Only the whole suite \
      (no --filter) qualifies a host.";
@@ -54,6 +56,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Options> {
         verbose: false,
         repeat: 1,
         cpu_hog: false,
+        crash_points: cases::CRASH_POINTS,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -82,6 +85,13 @@ fn parse(root: &Path, args: &[String]) -> Result<Options> {
                     .context("--repeat takes a whole number of rounds, 1 or more")?;
             }
             "--cpu-hog" => o.cpu_hog = true,
+            "--crash-points" => {
+                o.crash_points = value("--crash-points")?
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 3)
+                    .context("--crash-points takes a whole number, 3 or more (one per phase)")?;
+            }
             "--help" | "-h" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -169,7 +179,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         Some(p) => p,
         None => build_corral(root)?,
     };
-    let h = Harness::new(root, corral.clone(), o.verbose)?;
+    let mut h = Harness::new(root, corral.clone(), o.verbose)?;
+    h.crash_points = o.crash_points;
     self_check(&h)?;
     let suite_before = host::snapshot(&[&corral]);
     let started = Instant::now();

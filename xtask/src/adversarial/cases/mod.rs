@@ -30,6 +30,7 @@ macro_rules! attack {
 
 mod adm;
 mod cap;
+mod crash;
 mod cred;
 mod fs;
 mod krn;
@@ -41,6 +42,9 @@ mod sig;
 mod trust;
 
 /// Every case, in corpus order, then ours.
+/// TRUST-07's kill points in the suite (`--crash-points` changes it).
+pub const CRASH_POINTS: usize = crash::DEFAULT_POINTS;
+
 pub fn all() -> Vec<Case> {
     let mut v = Vec::new();
     v.extend(net::cases());
@@ -53,6 +57,7 @@ pub fn all() -> Vec<Case> {
     v.extend(out::cases());
     v.extend(cap::cases());
     v.extend(trust::cases());
+    v.extend(crash::cases());
     v.extend(adm::cases());
     v
 }
@@ -161,9 +166,9 @@ pub fn describe(run: &RunObs) -> String {
 }
 
 /// The case ids of `../shared/threats/adversarial-corpus.md` the table covers, in its order
-/// (TRUST-07 and NET-14..16 have no case yet).
+/// (NET-14..16 have no case yet).
 #[cfg(test)]
-pub const CORPUS_IDS: [&str; 82] = [
+pub const CORPUS_IDS: [&str; 83] = [
     "NET-01",
     "NET-02",
     "NET-03",
@@ -246,6 +251,7 @@ pub const CORPUS_IDS: [&str; 82] = [
     "TRUST-04",
     "TRUST-05",
     "TRUST-06",
+    "TRUST-07",
 ];
 
 #[cfg(test)]

@@ -1,0 +1,43 @@
+#!/usr/bin/python3
+# TRUST-07: The supervisor killed at the worst moment
+# Guarantee: nothing is lost or corrupted; nothing is left behind
+# argv: N [args...]; prints ESC-<N> for anything that got through.
+import os; exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "prelude.py")).read())  # corral: inline prelude.py
+
+# --- attack ---
+# The worker of every TRUST-07 run; the harness kills `corral run` (SIGKILL) while it
+# materializes the base, captures this worker's change, or stores the artifacts, then checks
+# the store, the cache and the host, and runs this worker once more on what is left.
+# argv: N FILES OUT BIG. It checks the base it was given (the FILES files repos/wide.sh wrote
+# under lib/, each naming its index and the nonce: a torn checkout that was reused prints
+# ESC-<N>), then makes a change that takes capture and the store a while: OUT small files
+# under src/crash/, one file of BIG bytes, and BIG bytes on stdout.
+FILES, OUT, BIG = int(ARGS[0]), int(ARGS[1]), int(ARGS[2])
+wrong = []
+for i in range(FILES):
+    p = f"lib/d{i // 50:03d}/f{i:05d}.txt"
+    want = f"wide base file {i} of {FILES}, TRUST-{N}\n"
+    try:
+        with open(p) as f:
+            got = f.read()
+    except OSError as e:
+        got = ename(e.errno)
+    if got != want:
+        wrong.append(f"{p}: {got[:40]!r}")
+if wrong:
+    esc(f"the base is not the commit's: {len(wrong)} of {FILES} files wrong {wrong[:3]}")
+else:
+    say(f"BASE {FILES} files intact")
+os.makedirs("src/crash", exist_ok=True)
+for i in range(OUT):
+    with open(f"src/crash/f{i:05d}.txt", "w") as f:
+        f.write(f"crash file {i}, TRUST-{N}\n")
+line = "".join(chr(97 + (i % 26)) for i in range(99)) + "\n"
+with open("src/crash/big.txt", "w") as f:
+    for i in range(BIG // 100):
+        f.write(line)
+out = sys.stdout
+for i in range(BIG // 100):
+    out.write(line)
+out.flush()
+say(f"CHANGED {OUT} files and {BIG} bytes")
