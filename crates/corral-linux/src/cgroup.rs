@@ -469,11 +469,15 @@ fn enable_controllers(parent: &Path) -> io::Result<()> {
             match enable_once_exited_threads_left(parent) {
                 Err(e) if crate::sys::errno(&e) == Some(libc::EBUSY) => {
                     let others = other_members(parent);
-                    // Back where corral was, and nothing left behind.
+                    // Back where corral was, with every descendant it took along (its
+                    // reaper), and nothing left behind.
                     let _ = write_file(
                         &parent.join("cgroup.procs"),
                         &std::process::id().to_string(),
                     );
+                    for pid in members(&leaf) {
+                        let _ = write_file(&parent.join("cgroup.procs"), &pid);
+                    }
                     let _ = fs::remove_dir(&leaf);
                     Err(io::Error::other(format!(
                         "cgroup v2: corral's cgroup {} also holds processes that are not \
