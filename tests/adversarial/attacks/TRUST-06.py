@@ -47,19 +47,7 @@ if MODE == "naive":
 
 MARK, FILES = ARGS[1], int(ARGS[2])
 say(f"WORKER {MARK} {MODE}")
-want = {f"lib/d{i // 50:03d}/f{i:05d}.txt": f"wide base file {i} of {FILES}, TRUST-{N}\n"
-        for i in range(FILES)}
-wrong = []
-for p, body in want.items():
-    try:
-        with open(p) as f:
-            got = f.read()
-    except OSError as e:
-        got = ename(e.errno)
-    if got != body:
-        wrong.append(f"{p}: {got[:40]!r}")
-extra = [os.path.join(d, f) for d, _, fs in os.walk("lib") for f in fs
-         if os.path.join(d, f) not in want]
+wrong, extra = wide_base(FILES)
 if wrong or extra:
     esc(f"the base is not the commit's: {len(wrong)} of {FILES} files wrong {wrong[:3]}, "
         f"{len(extra)} extra {extra[:3]}")

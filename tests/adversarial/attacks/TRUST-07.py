@@ -13,19 +13,10 @@ import os; exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "p
 # ESC-<N>), then makes a change that takes capture and the store a while: OUT small files
 # under src/crash/, one file of BIG bytes, and BIG bytes on stdout.
 FILES, OUT, BIG = int(ARGS[0]), int(ARGS[1]), int(ARGS[2])
-wrong = []
-for i in range(FILES):
-    p = f"lib/d{i // 50:03d}/f{i:05d}.txt"
-    want = f"wide base file {i} of {FILES}, TRUST-{N}\n"
-    try:
-        with open(p) as f:
-            got = f.read()
-    except OSError as e:
-        got = ename(e.errno)
-    if got != want:
-        wrong.append(f"{p}: {got[:40]!r}")
-if wrong:
-    esc(f"the base is not the commit's: {len(wrong)} of {FILES} files wrong {wrong[:3]}")
+wrong, extra = wide_base(FILES)
+if wrong or extra:
+    esc(f"the base is not the commit's: {len(wrong)} of {FILES} files wrong {wrong[:3]}, "
+        f"{len(extra)} extra {extra[:3]}")
 else:
     say(f"BASE {FILES} files intact")
 os.makedirs("src/crash", exist_ok=True)

@@ -115,3 +115,22 @@ def rawproxy(raw, timeout=5):
         return (data.split(b"\r\n")[0] or b"<closed>").decode("latin1")
     except OSError as e:
         return ename(e.errno) if e.errno else str(e)
+
+
+def wide_base(files):
+    """repos/wide.sh's FILES files under lib/, each naming its index and the nonce: returns
+    (the files that are wrong, the files under lib/ that are not the commit's)."""
+    want = {f"lib/d{i // 50:03d}/f{i:05d}.txt": f"wide base file {i} of {files}, TRUST-{N}\n"
+            for i in range(files)}
+    wrong = []
+    for p, body in want.items():
+        try:
+            with open(p) as f:
+                got = f.read()
+        except OSError as e:
+            got = ename(e.errno)
+        if got != body:
+            wrong.append(f"{p}: {got[:40]!r}")
+    extra = [os.path.join(d, f) for d, _, fs in os.walk("lib") for f in fs
+             if os.path.join(d, f) not in want]
+    return wrong, extra

@@ -33,6 +33,7 @@ use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
+use super::trust::{names_in, sq};
 use super::vars;
 use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{Ctx, Prepared, RunSpec, drain, truncate, walk};
@@ -182,18 +183,6 @@ fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
     true
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// Where one point's corral keeps things.
 struct Places {
     /// `$XDG_CACHE_HOME/corral`.
@@ -208,28 +197,28 @@ impl Places {
     fn of(&self, pid: u32) -> Vec<String> {
         let mut found = Vec::new();
         let infix = format!("-{pid}-");
-        for n in names(&self.cache.join("tmp")) {
+        for n in names_in(&self.cache.join("tmp")) {
             if n.contains(&infix) {
                 found.push(format!("staging tmp/{n}"));
             }
         }
-        for n in names(&self.cache.join("base")) {
+        for n in names_in(&self.cache.join("base")) {
             if n.ends_with(&format!(".tmp-{pid}")) {
                 found.push(format!("cache temporary base/{n}"));
             }
         }
-        for n in names(&self.cache) {
+        for n in names_in(&self.cache) {
             if n.starts_with("corral-probe-") && n.contains(&infix) {
                 found.push(format!("probe folder {n}"));
             }
         }
-        for n in names(&self.store) {
+        for n in names_in(&self.store) {
             if n.starts_with('.') && n.contains(&infix) {
                 found.push(format!("store temporary {n}"));
             }
         }
         // corral's temporary directory: its environment names no TMPDIR.
-        for n in names(Path::new("/tmp")) {
+        for n in names_in(Path::new("/tmp")) {
             if n.starts_with(&format!("corral-capture-{pid}-")) {
                 found.push(format!("capture scratch /tmp/{n}"));
             }
@@ -249,20 +238,20 @@ impl Places {
     /// Whether `phase` of corral `pid` is under way, as the outside sees it.
     fn under_way(&self, phase: Phase, pid: u32, store_before: usize) -> bool {
         match phase {
-            Phase::Materialize => names(&self.cache.join("tmp"))
+            Phase::Materialize => names_in(&self.cache.join("tmp"))
                 .iter()
                 .any(|n| n.contains(&format!("-{pid}-"))),
-            Phase::Capture => names(Path::new("/tmp"))
+            Phase::Capture => names_in(Path::new("/tmp"))
                 .iter()
                 .any(|n| n.starts_with(&format!("corral-capture-{pid}-"))),
-            Phase::Store => names(&self.store).len() > store_before,
+            Phase::Store => names_in(&self.store).len() > store_before,
         }
     }
 
     /// Files in the store that do not hash to their name, and temporaries left in it.
     fn store_faults(&self) -> Vec<String> {
         let mut bad = Vec::new();
-        for n in names(&self.store) {
+        for n in names_in(&self.store) {
             if n.starts_with('.') {
                 bad.push(format!("a temporary stays visible in the store: {n}"));
                 continue;
@@ -282,7 +271,7 @@ impl Places {
 
     /// Published base entries without their stamp (torn, yet where a reuse would look).
     fn torn_entries(&self) -> Vec<String> {
-        names(&self.cache.join("base"))
+        names_in(&self.cache.join("base"))
             .into_iter()
             .filter(|n| n.len() == 40 && n.bytes().all(|b| b.is_ascii_hexdigit()))
             .filter(|n| {
@@ -315,7 +304,7 @@ fn kill_run(
     delay: Duration,
     no_reaper: bool,
 ) -> Result<Kill> {
-    let store_before = names(&places.store).len();
+    let store_before = names_in(&places.store).len();
     let mut child = Command::new(&ctx.h.corral)
         .args(&p.args)
         .arg("--json")
@@ -381,7 +370,7 @@ fn kill_run(
         && match phase {
             Phase::Materialize => in_flight.iter().any(|s| s.starts_with("staging ")),
             Phase::Capture => in_flight.iter().any(|s| s.starts_with("capture scratch ")),
-            Phase::Store => names(&places.store).len() > store_before,
+            Phase::Store => names_in(&places.store).len() > store_before,
         };
     if !wait_until(HANG, || exited(reaper)) {
         bail!("corral's reaper {reaper} was still running {HANG:?} after corral was killed");
@@ -449,8 +438,8 @@ fn trust_07(ctx: &mut Ctx) -> Result<Verdict> {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/usr/bin/env bash\nexec bash '{}' \"$1\" \"$2\" {FILES}\n",
-            builder.to_string_lossy().replace('\'', r"'\''")
+            "#!/usr/bin/env bash\nexec bash {} \"$1\" \"$2\" {FILES}\n",
+            sq(&builder.to_string_lossy())
         ),
     )?;
     let (repo, sha) = ctx.repo(&wrapper.to_string_lossy(), &ctx.dir.join("repo"))?;

@@ -129,7 +129,7 @@ fn control(j: &mut Judge, fired: bool, what: String) {
 }
 
 /// Single-quotes `s` for a shell.
-fn sq(s: &str) -> String {
+pub(super) fn sq(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
@@ -213,7 +213,7 @@ fn cache_root(ctx: &Ctx) -> PathBuf {
     ctx.h.scratch.join("cache/corral")
 }
 
-fn names_in(dir: &Path) -> BTreeSet<String> {
+pub(super) fn names_in(dir: &Path) -> BTreeSet<String> {
     std::fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
