@@ -11,7 +11,8 @@ import os; exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "p
 # argv: N FILES OUT BIG. It checks the base it was given (the FILES files repos/wide.sh wrote
 # under lib/, each naming its index and the nonce: a torn checkout that was reused prints
 # ESC-<N>), then makes a change that takes capture and the store a while: OUT small files
-# under src/crash/, one file of BIG bytes, and BIG bytes on stdout.
+# under src/crash/, one file of BIG bytes, and BIG bytes on stdout, each holding a token of
+# its own run.
 FILES, OUT, BIG = int(ARGS[0]), int(ARGS[1]), int(ARGS[2])
 wrong, extra = wide_base(FILES)
 if wrong or extra:
@@ -19,12 +20,17 @@ if wrong or extra:
         f"{len(extra)} extra {extra[:3]}")
 else:
     say(f"BASE {FILES} files intact")
+# Unique to this run: otherwise its logs and patch are already stored by an earlier run, the
+# store keeps those copies, and only the small manifest is written (no store phase to hit).
+tag = os.urandom(8).hex()
+say(f"RUN {tag}")
 os.makedirs("src/crash", exist_ok=True)
 for i in range(OUT):
     with open(f"src/crash/f{i:05d}.txt", "w") as f:
         f.write(f"crash file {i}, TRUST-{N}\n")
 line = "".join(chr(97 + (i % 26)) for i in range(99)) + "\n"
 with open("src/crash/big.txt", "w") as f:
+    f.write(f"run {tag}\n")
     for i in range(BIG // 100):
         f.write(line)
 out = sys.stdout

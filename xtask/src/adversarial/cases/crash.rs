@@ -25,6 +25,7 @@
 //! The suite runs [`DEFAULT_POINTS`] points; `cargo xtask adversarial --filter TRUST-07
 //! --crash-points 50` runs the corpus's 50.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -161,15 +162,17 @@ fn descendants(pid: u32, skip: u32) -> Vec<u32> {
     out
 }
 
-fn signal(sig: &str, pids: &[u32]) {
-    if pids.is_empty() {
-        return;
+/// Sends `sig` to each of `pids` with a system call (a `kill` process is too slow to land
+/// inside corral's store writes in an emulated guest). A pid already gone is no error.
+fn signal(sig: rustix::process::Signal, pids: &[u32]) {
+    for p in pids {
+        if let Some(pid) = i32::try_from(*p)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, sig);
+        }
     }
-    let _ = Command::new("kill")
-        .arg(format!("-{sig}"))
-        .args(pids.iter().map(u32::to_string))
-        .stderr(Stdio::null())
-        .status();
 }
 
 fn wait_until(deadline: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -236,7 +239,7 @@ impl Places {
     }
 
     /// Whether `phase` of corral `pid` is under way, as the outside sees it.
-    fn under_way(&self, phase: Phase, pid: u32, store_before: usize) -> bool {
+    fn under_way(&self, phase: Phase, pid: u32, store_before: &BTreeSet<String>) -> bool {
         match phase {
             Phase::Materialize => names_in(&self.cache.join("tmp"))
                 .iter()
@@ -244,7 +247,7 @@ impl Places {
             Phase::Capture => names_in(Path::new("/tmp"))
                 .iter()
                 .any(|n| n.starts_with(&format!("corral-capture-{pid}-"))),
-            Phase::Store => names_in(&self.store).len() > store_before,
+            Phase::Store => !names_in(&self.store).is_subset(store_before),
         }
     }
 
@@ -304,7 +307,7 @@ fn kill_run(
     delay: Duration,
     no_reaper: bool,
 ) -> Result<Kill> {
-    let store_before = names_in(&places.store).len();
+    let store_before = names_in(&places.store);
     let mut child = Command::new(&ctx.h.corral)
         .args(&p.args)
         .arg("--json")
@@ -331,15 +334,9 @@ fn kill_run(
         let _ = child.wait();
         bail!("corral {pid} started no reaper");
     };
-    if no_reaper {
-        signal("KILL", &[reaper]);
-        if !wait_until(HANG, || exited(reaper)) {
-            bail!("corral's reaper {reaper} did not die");
-        }
-    }
     let mut seen = false;
     let ended = !wait_until(HANG, || {
-        seen = places.under_way(phase, pid, store_before);
+        seen = places.under_way(phase, pid, &store_before);
         seen || child.try_wait().ok().flatten().is_some()
     });
     if ended {
@@ -353,14 +350,24 @@ fn kill_run(
     if seen {
         std::thread::sleep(delay);
     }
+    // Only once the phase is under way: killed before it reports ready, the reaper would
+    // fail corral's start instead.
+    if no_reaper {
+        signal(rustix::process::Signal::KILL, &[reaper]);
+        if !wait_until(HANG, || exited(reaper)) {
+            bail!("corral's reaper {reaper} did not die");
+        }
+    }
     // Stop corral, then everything it started but the reaper, and look at what is in flight.
-    signal("STOP", &[pid]);
+    signal(rustix::process::Signal::STOP, &[pid]);
     let frozen = descendants(pid, reaper);
-    signal("STOP", &frozen);
+    signal(rustix::process::Signal::STOP, &frozen);
     let in_flight = places.of(pid);
-    signal("KILL", &[pid]);
+    // Read while corral is stopped: its reaper removes its temporaries once it is killed.
+    let stored_at_kill = !names_in(&places.store).is_subset(&store_before);
+    signal(rustix::process::Signal::KILL, &[pid]);
     let _ = child.wait();
-    signal("CONT", &frozen);
+    signal(rustix::process::Signal::CONT, &frozen);
     let (out, _err) = (
         pipes.0.join().unwrap_or_default(),
         pipes.1.join().unwrap_or_default(),
@@ -370,7 +377,7 @@ fn kill_run(
         && match phase {
             Phase::Materialize => in_flight.iter().any(|s| s.starts_with("staging ")),
             Phase::Capture => in_flight.iter().any(|s| s.starts_with("capture scratch ")),
-            Phase::Store => names_in(&places.store).len() > store_before,
+            Phase::Store => stored_at_kill,
         };
     if !wait_until(HANG, || exited(reaper)) {
         bail!("corral's reaper {reaper} was still running {HANG:?} after corral was killed");

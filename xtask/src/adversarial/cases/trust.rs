@@ -24,6 +24,8 @@
 //! own `XDG_CACHE_HOME`, cold) and one artifact store, with a mix of endings (captured, failed,
 //! wall timeout, memory limit). Every run must end with its own outcome and a manifest, the
 //! cache must hold one verified entry that a 17th run reuses, and nothing may stay in `tmp/`.
+//! The harness holds the commit's lease lock (as an eviction would) until all 16 wait there,
+//! then lets go, so they meet in the cache together however their start-up spreads them.
 //! Its controls show the race was real (the cache was cold, the 16 overlapped, all started
 //! before the entry existed, several held or waited on the fill lock at once) and that the
 //! same race breaks a cache without a lock (the attack script's `naive` mode: 16 unlocked
@@ -1302,7 +1304,9 @@ fn watch_cache(
                     .map(|m| m.ino())
                     .collect();
                 let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-                let (pids, waiting) = flocks_on(&locks, &inodes);
+                let (mut pids, waiting) = flocks_on(&locks, &inodes);
+                // The harness's own gate (`hold_lease`) is not a racer.
+                pids.remove(&std::process::id());
                 if pids.len() > w.contenders.0 {
                     w.contenders = (pids.len(), waiting, now);
                 }
@@ -1315,6 +1319,43 @@ fn watch_cache(
         }
         w
     })
+}
+
+/// Holds `base/<sha>.lock` exclusively, as an eviction would, so every racer waits at its
+/// lease (a shared lock) until `racers` of them wait there, or `bound` has passed; then lets
+/// go, so they all go on at once. Without it the racers' start-up (16 corral processes, each
+/// with its reaper and probe) spread their arrivals over more than the fill took in an
+/// emulated guest, and no two met in the cache (an inconclusive control, never a finding).
+/// Returns how many waited, and when it let go.
+fn hold_lease(
+    cache: &Path,
+    sha: &str,
+    racers: usize,
+    bound: Duration,
+) -> Result<JoinHandle<(usize, Duration)>> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::create_dir_all(cache.join("base"))?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .open(cache.join("base").join(format!("{sha}.lock")))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)?;
+    let inodes: BTreeSet<u64> = [lock.metadata()?.ino()].into();
+    let t = std::time::Instant::now();
+    Ok(std::thread::spawn(move || {
+        loop {
+            let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+            let (_, waiting) = flocks_on(&locks, &inodes);
+            if waiting >= racers || t.elapsed() > bound {
+                drop(lock);
+                return (waiting, t.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }))
 }
 
 /// The pids holding or waiting for a `flock` on one of `inodes` in `/proc/locks`, and how
@@ -1823,11 +1864,19 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = std::time::Instant::now();
+    let gate = hold_lease(&cache, &sha, jobs.len(), Duration::from_secs(budgets.hang))?;
     let watcher = watch_cache(cache.clone(), sha.clone(), t0, stop.clone());
     let raced = race(ctx, jobs, t0, deadline);
     stop.store(true, Ordering::SeqCst);
     let watch = watcher.join().unwrap_or_default();
+    let held = gate.join().unwrap_or_default();
     let raced = raced?;
+    j.note(format!(
+        "{} of the {} racers waited together at the cache's lease lock before it was let go ({} ms after the start)",
+        held.0,
+        RACERS.len(),
+        held.1.as_millis()
+    ));
     for r in &raced {
         judge_racer(ctx, &mut j, r, &sha, &store, &prefix, deadline);
     }
