@@ -58,15 +58,15 @@ pub fn run(root: &Path) -> Result<()> {
     crate::layers::run(root)?;
     crate::schemas::run(root, true)?;
     crate::fixtures::run(root, true)?;
-    // The attack scripts are sources (tests/adversarial): they must compile and pass
-    // shellcheck, as any script a person edits.
+    // The attack scripts are sources (tests/adversarial, and the workers of crate tests): they
+    // must compile and pass shellcheck, as any script a person edits.
     step(
         root,
         "attack scripts: python3 -m py_compile",
         "sh",
         &[
             "-c",
-            "PYTHONPYCACHEPREFIX=target/pycache python3 -m py_compile tests/adversarial/attacks/*.py tests/adversarial/lab/*.py",
+            "PYTHONPYCACHEPREFIX=target/pycache python3 -m py_compile tests/adversarial/attacks/*.py tests/adversarial/lab/*.py crates/corral-cli/tests/*.py",
         ],
     )?;
     step(

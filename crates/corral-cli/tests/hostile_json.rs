@@ -15,6 +15,9 @@ use std::process::{Command, Output};
 use corral_contract::canonical::{Digest, canonical_json, is_json_escaped};
 use serde_json::{Value, json};
 
+mod common;
+use common::git;
+
 /// One of each class: C1 (CSI, NEL), bidi override, isolates, marks, zero-width joiner, BOM,
 /// line separator, a tag character (astral).
 const HOSTILE: &str = "\u{9b}31m\u{85}\u{202e}gpj.exe\u{2066}\u{2069}\u{200e}\u{061c}\u{200d}\u{feff}\u{2028}\u{e0041}";
@@ -179,29 +182,6 @@ fn admit_json_escapes_hostile_values_when_admissible() {
     // Plain non-ASCII text stays raw UTF-8.
     let text = std::str::from_utf8(&out.stdout).unwrap();
     assert!(text.contains("é 日本"), "{text}");
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 /// A worker that creates a file whose name holds a right-to-left override: `corral run

@@ -91,6 +91,17 @@ pub fn read_head(stream: &mut impl Read) -> Result<(RequestHead, Vec<u8>), HeadE
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(HeadError {
+                    status: 408,
+                    reason: "request_head_timeout",
+                });
+            }
             Err(_) => return Err(bad("incomplete_request")),
         }
     }

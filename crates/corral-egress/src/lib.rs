@@ -62,6 +62,10 @@ pub struct ProxyLimits {
     pub max_connections: usize,
     /// A relay with no traffic in either direction for this long is closed.
     pub idle_timeout: Duration,
+    /// The whole request head must arrive within this (answered 408 otherwise): a client
+    /// that trickles its head (slowloris) holds a connection slot this long at most, not
+    /// `idle_timeout` per byte.
+    pub head_timeout: Duration,
     /// Nothing is relayed after this instant (the WorkUnit's wall budget).
     pub deadline: Instant,
     /// Time allowed to connect to an upstream.
@@ -70,12 +74,14 @@ pub struct ProxyLimits {
 
 impl ProxyLimits {
     /// Limits for a sandbox with this wall budget: 64 connections at once, an idle timeout of
-    /// 120 s (or `wall`, if shorter), a deadline `wall` from now, 10 s to connect upstream.
+    /// 120 s (or `wall`, if shorter), 10 s for a request head, a deadline `wall` from now, 10 s
+    /// to connect upstream.
     #[must_use]
     pub fn for_wall_budget(wall: Duration) -> Self {
         Self {
             max_connections: 64,
             idle_timeout: Duration::from_secs(120).min(wall),
+            head_timeout: Duration::from_secs(10).min(wall),
             deadline: Instant::now() + wall,
             connect_timeout: Duration::from_secs(10),
         }
@@ -270,6 +276,7 @@ fn respond(stream: &mut TcpStream, status: u16, code: &str, text: &str) -> io::R
     let phrase = match status {
         400 => "Bad Request",
         403 => "Forbidden",
+        408 => "Request Timeout",
         431 => "Request Header Fields Too Large",
         501 => "Not Implemented",
         502 => "Bad Gateway",
@@ -305,9 +312,31 @@ fn escape(s: &str) -> String {
     s.chars().flat_map(char::escape_default).take(300).collect()
 }
 
+/// A client read with one deadline for all of its reads: each waits only for what is left.
+struct HeadReader<'a> {
+    stream: &'a mut TcpStream,
+    until: Instant,
+}
+
+impl Read for HeadReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
 fn handle(mut client: TcpStream, shared: &Arc<Shared>) {
+    let until = Instant::now() + shared.limits.head_timeout;
+    let read = read_head(&mut HeadReader {
+        stream: &mut client,
+        until,
+    });
     let _ = client.set_read_timeout(Some(shared.limits.idle_timeout));
-    let (head, early) = match read_head(&mut client) {
+    let (head, early) = match read {
         Ok(x) => x,
         Err(HeadError { status, reason }) => {
             let _ = respond(&mut client, status, reason, "malformed request");

@@ -199,6 +199,16 @@ fn in_lab(
     max_connections: usize,
     f: impl FnOnce(&mut Lab) + Send + 'static,
 ) {
+    in_lab_with(allowlist_extra, max_connections, None, f);
+}
+
+/// [`in_lab`] with another head deadline than the default's.
+fn in_lab_with(
+    allowlist_extra: &[&str],
+    max_connections: usize,
+    head_timeout: Option<Duration>,
+    f: impl FnOnce(&mut Lab) + Send + 'static,
+) {
     let extra: Vec<String> = allowlist_extra.iter().map(|s| (*s).to_owned()).collect();
     std::thread::spawn(move || {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
@@ -250,6 +260,9 @@ fn in_lab(
         let mut limits = ProxyLimits::for_wall_budget(Duration::from_secs(60));
         limits.max_connections = max_connections;
         limits.idle_timeout = Duration::from_secs(3);
+        if let Some(t) = head_timeout {
+            limits.head_timeout = t;
+        }
         let handle = corral_egress::start(listener, allowlist, Box::new(dns), limits).unwrap();
         let mut lab = Lab {
             proxy,
@@ -569,5 +582,71 @@ fn net12_protocol_abuse() {
         wait_for(|| handle.active_connections() == 0);
         assert_eq!(lab.tunnel_get("allowed.test:8080").0, 200);
         assert_eq!(lab.hits("198.18.0.11:8080"), 0);
+    });
+}
+
+/// A client that trickles its request head (slowloris) is cut with 408 at the head deadline
+/// while it is still sending (each byte restarts the idle timeout, never the deadline), and
+/// its slot is freed. Control: a head trickled in a few steps that ends before the deadline
+/// is served.
+#[test]
+fn slow_heads_are_cut_at_the_head_deadline() {
+    in_lab_with(&[], 4, Some(Duration::from_secs(2)), |lab| {
+        let proxy = lab.proxy;
+        // Sends `head`, `step` bytes per 100 ms read wait, until the proxy answers and closes
+        // or `for_at_most` passes; returns the answer and how many bytes had been sent.
+        let trickle = |head: &[u8], step: usize, for_at_most: Duration| -> (String, usize) {
+            let mut s = TcpStream::connect(proxy).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            let t = std::time::Instant::now();
+            let (mut out, mut sent) = (Vec::new(), 0);
+            while t.elapsed() < for_at_most {
+                let mut buf = [0u8; 4096];
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => break,
+                }
+                let next = (sent + step).min(head.len());
+                if next > sent && s.write_all(&head[sent..next]).is_ok() {
+                    sent = next;
+                }
+            }
+            (String::from_utf8_lossy(&out).into_owned(), sent)
+        };
+        // 300 bytes, one per step (about 30 s): never a whole head within the 2 s deadline.
+        let endless = format!(
+            "CONNECT allowed.test:8080 HTTP/1.1\r\nX-Slow: {}",
+            "a".repeat(265)
+        );
+        let (resp, sent) = trickle(endless.as_bytes(), 1, Duration::from_secs(60));
+        assert!(
+            resp.starts_with("HTTP/1.1 408") && resp.contains("request_head_timeout"),
+            "{resp}"
+        );
+        assert!(
+            sent < endless.len(),
+            "cut only after the whole trickle ({sent} bytes), not at the deadline"
+        );
+        let handle = lab.handle.as_ref().unwrap();
+        wait_for(|| handle.active_connections() == 0);
+        // Control: the same pace for a head sent in four steps is served.
+        let head = b"CONNECT allowed.test:8080 HTTP/1.1\r\nHost: allowed.test:8080\r\n\r\n";
+        let (resp, sent) = trickle(head, head.len().div_ceil(4), Duration::from_secs(1));
+        assert_eq!(sent, head.len());
+        assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+        let records = lab.records();
+        assert!(
+            records
+                .iter()
+                .any(|r| r.reason.as_deref() == Some("request_head_timeout") && r.connections == 1),
+            "{records:?}"
+        );
     });
 }

@@ -17,7 +17,7 @@
 )]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -27,42 +27,8 @@ use corral_linux::LinuxSandboxExecutor;
 use corral_runner::{RunInputs, run_attempt};
 use corral_sandbox::CancelToken;
 
-fn sh(cmd: &str) {
-    let st = Command::new("/bin/sh").args(["-c", cmd]).status().unwrap();
-    assert!(st.success(), "{cmd}");
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@b")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@b")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn make_repo(root: &Path, files: usize) -> (PathBuf, String) {
-    let repo = root.join(format!("repo-{files}"));
-    for i in 0..files {
-        let d = repo.join(format!("src/d{}", i / 100));
-        if i % 100 == 0 {
-            std::fs::create_dir_all(&d).unwrap();
-        }
-        std::fs::write(d.join(format!("f{i}.txt")), format!("file {i}\nline two\n")).unwrap();
-    }
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "base"]);
-    let sha = git(&repo, &["rev-parse", "HEAD"]);
-    (repo, sha)
-}
+mod common;
+use common::{make_repo, sh};
 
 const AGENT: &str = "echo changed >> src/d0/f0.txt";
 
@@ -160,7 +126,7 @@ fn main() {
     let mut corral_by_size = Vec::new();
     for &n in &sizes {
         let t = Instant::now();
-        let (repo, sha) = make_repo(&root, n);
+        let (repo, sha) = make_repo(&root.join(format!("repo-{n}")), n);
         let setup = t.elapsed();
         let first = corral_attempt(&root, &repo, &sha, &exec);
         let c = median(

@@ -1,0 +1,109 @@
+//! What `run.rs`, `egress_load.rs` and `hostile_json.rs` share: a Git repository in a
+//! temporary folder, the standard WorkUnit, the `corral run` command line, a bounded wait.
+#![allow(dead_code, reason = "each test binary uses part of it")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+pub struct Fixture {
+    pub dir: PathBuf,
+    pub repo: PathBuf,
+    pub base: String,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        // Artifacts are read-only files: make them removable first.
+        let _ = Command::new("chmod")
+            .args(["-R", "u+w"])
+            .arg(&self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+pub fn fixture(tag: &str) -> Fixture {
+    let dir = std::env::temp_dir().join(format!("corral-run-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let repo = dir.join("repo");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    std::fs::create_dir_all(repo.join(".github")).unwrap();
+    std::fs::write(repo.join("src/app.py"), "print('hi')\n").unwrap();
+    std::fs::write(repo.join(".github/ci.yml"), "on: push\n").unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    Fixture { dir, repo, base }
+}
+
+pub fn work_unit(f: &Fixture, wall: u64, cpu: u64, memory: u64) -> Value {
+    json!({
+        "schema_version": "corral.work-unit/v1", "id": "wu-test", "objective": "do the thing",
+        "repository": { "base_sha": f.base },
+        "security": { "sandbox_required": true },
+        "permissions": { "process_execution": true, "secrets": [], "network": "none",
+                         "network_allowlist": [], "filesystem_write": ["src/"] },
+        "budget": { "wall_seconds": wall, "cpu_seconds": cpu, "memory_bytes": memory,
+                    "disk_bytes": 64u64 << 20, "max_processes": 64, "max_output_bytes": 65536,
+                    "max_patch_bytes": 65536 },
+        "constraints": { "allowed_paths": ["src/"], "forbidden_paths": ["**/*.pem"] }
+    })
+}
+
+pub fn run_command(
+    f: &Fixture,
+    wu: &Path,
+    preset: &Path,
+    repo: &Path,
+    artifacts: &Path,
+) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_corral"));
+    c.arg("run")
+        .arg("--work-unit")
+        .arg(wu)
+        .arg("--preset")
+        .arg(preset)
+        .arg("--repo")
+        .arg(repo)
+        .arg("--artifacts")
+        .arg(artifacts)
+        .env_clear()
+        .env("HOME", f.dir.join("home"))
+        .env("PATH", "/usr/bin:/bin");
+    c
+}
+
+/// Waits (a bound, not a pace: `pgrep` is slow in an emulated guest) until `what` holds.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !done() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(60), "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
