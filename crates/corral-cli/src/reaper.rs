@@ -19,7 +19,8 @@
 //! was gone before the reaper could pin it, the reaper does nothing, and the next corral
 //! collects what is left, as before).
 //!
-//! The OOM killer never picks the reaper when corral runs as root (`oom_score_adj` -1000).
+//! The OOM killer never picks the reaper where it may lower its score (`oom_score_adj` -1000
+//! needs CAP_SYS_RESOURCE; a root without it, as in some VMs and containers, keeps corral's).
 //! What it cannot cover: a `systemctl kill` of the whole session kills the reaper too. Then
 //! cgroups in a systemd unit go with the unit, and the rest is collected by the next corral.
 
@@ -113,8 +114,8 @@ pub fn main(args: &[OsString]) -> i32 {
     }
     let _ = rustix::thread::set_name(c"corral-reaper");
     // The OOM killer's SIGKILL is one more way corral dies; the reaper, which cleans up after
-    // it, must not be its choice. Lowering needs CAP_SYS_RESOURCE (root has it); without it
-    // the reaper keeps its score (a few MiB, seldom chosen) and the next corral collects.
+    // it, must not be its choice. Lowering needs CAP_SYS_RESOURCE (root usually has it);
+    // without it the reaper keeps its score (a few MiB, seldom chosen).
     let _ = fs::write("/proc/self/oom_score_adj", "-1000");
     if let Err(e) = rustix::process::setsid() {
         eprintln!("corral reaper: cannot leave corral's session: {e}");
