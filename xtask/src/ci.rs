@@ -75,7 +75,7 @@ pub fn run(root: &Path) -> Result<()> {
         "sh",
         &[
             "-c",
-            "shellcheck -x -P tests/adversarial/attacks -S warning tests/adversarial/attacks/*.sh tests/adversarial/repos/*.sh",
+            "shellcheck -x -P tests/adversarial/attacks -S warning tests/adversarial/attacks/*.sh tests/adversarial/repos/*.sh tests/guest/*.sh",
         ],
     )?;
     // Dependencies: only crates.io, only the licenses deny.toml allows, no banned crate, no
@@ -316,6 +316,30 @@ pub fn run(root: &Path) -> Result<()> {
             ],
         )?;
     }
+    // corral's run ended from outside as a systemd host ends it (tests/guest/unit-kill.sh,
+    // issue 17): its whole unit killed with SIGKILL, and corral alone OOM-killed in a unit
+    // with a memory limit while its worker fills it; nothing of the run is left, and corral's
+    // groups stay inside the unit it was given.
+    let unit_kill = format!(
+        "bash {} {corral}",
+        root.join("tests/guest/unit-kill.sh").display()
+    );
+    guests(
+        "corral's unit killed whole, and corral OOM-killed in its unit, under systemd: \
+         kernels 6.1 and 6.12",
+        &[
+            "--kernel",
+            "6.1,6.12",
+            "--layout",
+            "systemd-service",
+            "--tmp",
+            "ext4",
+            "--timeout",
+            "900",
+            "--",
+            &unit_kill,
+        ],
+    )?;
     // The integration tests that start real sandboxes (corral-cli's, corral-checkout's and
     // corral-linux's test binaries, built on the host) inside guests: in the root cgroup (a
     // container's), in a Delegate=yes service under systemd, and beside a login session's

@@ -21,8 +21,12 @@
 //!
 //! The OOM killer never picks the reaper where it may lower its score (`oom_score_adj` -1000
 //! needs CAP_SYS_RESOURCE; a root without it, as in some VMs and containers, keeps corral's).
-//! What it cannot cover: a `systemctl kill` of the whole session kills the reaper too. Then
-//! cgroups in a systemd unit go with the unit, and the rest is collected by the next corral.
+//! SIGTERM, SIGINT and SIGHUP do not end it: they are how a service manager stops a unit (and
+//! how systemd stops the rest of a unit whose main process, corral, was killed), and the
+//! reaper's work starts exactly then. It ends on its own once it has swept, a bounded time
+//! after corral. What it cannot cover: a SIGKILL of the whole unit (`systemctl kill
+//! --signal=SIGKILL`) kills the reaper too. Then cgroups in a systemd unit go with the unit,
+//! and the rest is collected by the next corral.
 
 use std::ffi::OsString;
 use std::fs;
@@ -117,6 +121,19 @@ pub fn main(args: &[OsString]) -> i32 {
     // it, must not be its choice. Lowering needs CAP_SYS_RESOURCE (root usually has it);
     // without it the reaper keeps its score (a few MiB, seldom chosen).
     let _ = fs::write("/proc/self/oom_score_adj", "-1000");
+    // A unit stopped (or left by its killed main process) gets SIGTERM in every process:
+    // corral cancels and tears down; the reaper must outlive it to sweep.
+    for signal in [
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGHUP,
+    ] {
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if let Err(e) = signal_hook::flag::register(signal, seen) {
+            eprintln!("corral reaper: cannot outlast signal {signal}: {e}");
+            return 2;
+        }
+    }
     if let Err(e) = rustix::process::setsid() {
         eprintln!("corral reaper: cannot leave corral's session: {e}");
         return 2;

@@ -43,15 +43,7 @@ impl Upstream {
             .find_map(|l| l.strip_prefix("VmHWM:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or(0);
-        let egress_threads = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|t| {
-                std::fs::read_to_string(t.path().join("comm"))
-                    .is_ok_and(|c| c.starts_with("corral-egress"))
-            })
-            .count();
+        let egress_threads = self.threads_named("corral-egress");
         Mark {
             peak_kib,
             egress_threads,
@@ -61,14 +53,18 @@ impl Upstream {
     /// corral's threads serving proxy connections (`corral-egress-conn` and its relays, which
     /// inherit the name).
     fn connection_threads(&self) -> usize {
+        self.threads_named("corral-egress-c")
+    }
+
+    /// corral's threads whose name starts with `prefix` (`/proc/<pid>/task/*/comm`).
+    fn threads_named(&self, prefix: &str) -> usize {
         let pid = self.corral.load(std::sync::atomic::Ordering::SeqCst);
         std::fs::read_dir(format!("/proc/{pid}/task"))
             .into_iter()
             .flatten()
             .flatten()
             .filter(|t| {
-                std::fs::read_to_string(t.path().join("comm"))
-                    .is_ok_and(|c| c.starts_with("corral-egress-c"))
+                std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
             })
             .count()
     }

@@ -739,6 +739,30 @@ fn supervisor_killed_takes_the_sandbox_with_it_and_its_reaper_leaves_nothing() {
         "CAP_SYS_RESOURCE: {may_lower}"
     );
     assert_eq!(adj(pid), adj(std::process::id()));
+    // A service manager stopping corral's unit sends SIGTERM to each of its processes
+    // (systemd does too once a unit's main process was killed): the reaper outlasts it, or
+    // nobody would sweep. Delivered means no longer pending; the reaper must still be there.
+    let signals = |p: u32, field: &str| -> u64 {
+        std::fs::read_to_string(format!("/proc/{p}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .map_or(0, |v| u64::from_str_radix(v.trim(), 16).unwrap())
+    };
+    let term = 1u64 << (15 - 1);
+    assert_ne!(
+        signals(reaper, "SigCgt:") & term,
+        0,
+        "the reaper does not catch SIGTERM"
+    );
+    Command::new("kill")
+        .args(["-TERM", &reaper.to_string()])
+        .status()
+        .unwrap();
+    wait_until("SIGTERM never reached the reaper", || {
+        exited(reaper) || (signals(reaper, "SigPnd:") | signals(reaper, "ShdPnd:")) & term == 0
+    });
+    assert!(!exited(reaper), "the reaper died of SIGTERM");
     // Positive control of the group check: the live supervisor's groups are found.
     assert!(
         !cgroup_dirs(&format!("corral-{pid}-")).is_empty(),

@@ -339,7 +339,12 @@ fn handle(mut client: TcpStream, shared: &Arc<Shared>) {
     let (head, early) = match read {
         Ok(x) => x,
         Err(HeadError { status, reason }) => {
-            let _ = respond(&mut client, status, reason, "malformed request");
+            let what = if status == 408 {
+                "the request head did not arrive in time"
+            } else {
+                "malformed request"
+            };
+            let _ = respond(&mut client, status, reason, what);
             record(shared, "-".into(), Some(reason.into()), 0, 0);
             return;
         }

@@ -389,7 +389,10 @@ fn v2_dir_of(pid: u32) -> Result<PathBuf, String> {
 
 /// Whether corral's cgroup `group` cannot hold corral's groups as it is: a non-root cgroup
 /// (the root is exempt from "no internal processes") whose controllers are not delegated, or
-/// that holds processes other than corral.
+/// that holds processes other than corral and its own descendants (its reaper, which
+/// [`enable_controllers`] takes along into corral's leaf). Counting the reaper as another's
+/// sent every corral in a `Delegate=yes` service out of its unit into a scope of its own, out
+/// of the unit's `MemoryMax` and the other limits its owner set.
 fn needs_own_scope(group: &Path) -> bool {
     if !group.join("cgroup.type").exists() {
         return false;
@@ -398,8 +401,11 @@ fn needs_own_scope(group: &Path) -> bool {
     if !missing_controllers(&available).is_empty() {
         return true;
     }
-    let me = std::process::id().to_string();
-    members(group).iter().any(|p| *p != me)
+    let me = std::process::id();
+    members(group)
+        .iter()
+        .filter_map(|p| p.parse::<u32>().ok())
+        .any(|p| p != me && !descends_from(p, me))
 }
 
 /// The pids directly in `group` (its `cgroup.procs`), empty when unreadable.
@@ -1056,6 +1062,16 @@ mod tests {
         // corral alone, controllers delegated: it can make its own leaf.
         fs::write(d.join("cgroup.procs"), format!("{me}\n")).unwrap();
         assert!(!super::needs_own_scope(&d));
+        // corral and a process it started (its reaper): still corral's own.
+        let mut child = std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .unwrap();
+        fs::write(d.join("cgroup.procs"), format!("{me}\n{}\n", child.id())).unwrap();
+        let own = super::needs_own_scope(&d);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!own);
         // Alone, but the controllers are not delegated.
         fs::write(d.join("cgroup.controllers"), "memory pids").unwrap();
         assert!(super::needs_own_scope(&d));

@@ -6,11 +6,16 @@ import os; exec(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "p
 
 # --- attack ---
 # One of the 16 workers of TRUST-06, each started by its own `corral run` at the same time on
-# a base commit no cache holds. argv: N MODE MARK FILES. It checks the base it was given (the
-# FILES files repos/wide.sh wrote under lib/, each naming its index and the nonce: a torn or
-# foreign checkout prints ESC-<N>) and that no other run's file is in its workspace, writes
-# its own marker to src/race/MARK.txt, and then
+# one of two base commits no cache holds. argv: N MODE MARK FILES NONCE PORT. It checks the
+# base it was given (the FILES files repos/wide.sh wrote under lib/, each naming its index and
+# NONCE, which tells the two commits apart: a torn or foreign checkout prints ESC-<N>), that
+# no other run's file is in its workspace and that the harness's upstream on the host's
+# 127.0.0.1:PORT is out of its direct reach, writes its own marker to src/race/MARK.txt, and
+# then
 #   edit     exits 0 (a candidate holding MARK and nothing else),
+#   net      (allowlist mode) asks the upstream for /MARK through its own egress proxy and
+#            must get its own answer, asks for MARK.invalid (not on its list: refused and
+#            recorded in its own manifest), then exits 0 like edit,
 #   fail     exits 3,
 #   sleep    sleeps past its wall budget,
 #   balloon  grows past its memory budget.
@@ -45,9 +50,33 @@ if MODE == "naive":
     naive(*ARGS[1:4])
     sys.exit(0)
 
-MARK, FILES = ARGS[1], int(ARGS[2])
+
+
+def through_proxy(url, host):
+    """An absolute-form GET through the run's proxy: (status line, body), or (errno, "")."""
+    p = proxy()
+    if p is None:
+        return "NOPROXY", ""
+    try:
+        s = socket.create_connection(p, 10)
+        s.sendall(f"GET {url} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                  .encode("latin1"))
+        data = b""
+        while len(data) < 65536:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+    except OSError as e:
+        return (ename(e.errno) if e.errno else str(e)), ""
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode("latin1"), body.decode("latin1")
+
+
+MARK, FILES, NONCE, PORT = ARGS[1], int(ARGS[2]), ARGS[3], int(ARGS[4])
 say(f"WORKER {MARK} {MODE}")
-wrong, extra = wide_base(FILES)
+wrong, extra = wide_base(FILES, NONCE)
 if wrong or extra:
     esc(f"the base is not the commit's: {len(wrong)} of {FILES} files wrong {wrong[:3]}, "
         f"{len(extra)} extra {extra[:3]}")
@@ -56,6 +85,16 @@ else:
 foreign = sorted(os.listdir("src/race")) if os.path.isdir("src/race") else []
 if foreign:
     esc(f"another run's files in this workspace: {foreign[:5]}")
+# The upstream listens on the host's loopback; the sandbox has a loopback of its own.
+direct = tryconnect("4", "127.0.0.1", PORT)
+if direct == "CONNECTED":
+    esc(f"connected to the host's 127.0.0.1:{PORT} directly")
+if MODE == "net":
+    status, body = through_proxy(f"http://127.0.0.1:{PORT}/{MARK}", f"127.0.0.1:{PORT}")
+    # The answer names the marker the upstream was asked for: another run's is a mix-up.
+    say(f"UPSTREAM-ANSWER {MARK} {status!r} {body.strip()!r}")
+    status, _ = through_proxy(f"http://{MARK.lower()}.invalid/", f"{MARK.lower()}.invalid")
+    say(f"REFUSED-ANSWER {MARK} {status!r}")
 os.makedirs("src/race", exist_ok=True)
 with open(f"src/race/{MARK}.txt", "w") as f:
     f.write(f"{MARK}\n")

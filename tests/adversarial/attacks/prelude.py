@@ -117,10 +117,12 @@ def rawproxy(raw, timeout=5):
         return ename(e.errno) if e.errno else str(e)
 
 
-def wide_base(files):
-    """repos/wide.sh's FILES files under lib/, each naming its index and the nonce: returns
-    (the files that are wrong, the files under lib/ that are not the commit's)."""
-    want = {f"lib/d{i // 50:03d}/f{i:05d}.txt": f"wide base file {i} of {files}, TRUST-{N}\n"
+def wide_base(files, nonce=None):
+    """repos/wide.sh's FILES files under lib/, each naming its index and the nonce (the
+    case's N unless given): returns (the files that are wrong, the files under lib/ that are
+    not the commit's)."""
+    nonce = N if nonce is None else nonce
+    want = {f"lib/d{i // 50:03d}/f{i:05d}.txt": f"wide base file {i} of {files}, TRUST-{nonce}\n"
             for i in range(files)}
     wrong = []
     for p, body in want.items():

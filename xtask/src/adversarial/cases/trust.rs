@@ -18,14 +18,17 @@
 //! (`path_protected`). Their controls apply the same change outside and show where the links
 //! really lead, and run the same attack with the names granted exactly.
 //!
-//! TRUST-06 races 16 `corral run` on one base commit no cache holds (`repos/wide.sh`: the
-//! standard repository plus a few hundred files holding the nonce, so the commit is new and
-//! filling it takes a noticeable time), sharing one repository, one base cache (the case's
-//! own `XDG_CACHE_HOME`, cold) and one artifact store, with a mix of endings (captured, failed,
-//! wall timeout, memory limit). Every run must end with its own outcome and a manifest, the
-//! cache must hold one verified entry that a 17th run reuses, and nothing may stay in `tmp/`.
-//! The harness holds the commit's lease lock (as an eviction would) until all 16 wait there,
-//! then lets go, so they meet in the cache together however their start-up spreads them.
+//! TRUST-06 races 16 `corral run` on two base commits no cache holds (two repositories built
+//! by `repos/wide.sh`: the standard repository plus a few hundred files holding a nonce of
+//! their own, so each commit is new and filling it takes a noticeable time), eight on each,
+//! sharing one base cache (the case's own `XDG_CACHE_HOME`, cold) and one artifact store, with
+//! a mix of endings (captured, failed, wall timeout, memory limit) and of network modes (none,
+//! and allowlist runs that reach the harness's upstream on the host's loopback through their
+//! own egress proxy). Every run must end with its own outcome and a manifest, its proxy must
+//! serve and record its own requests only, the cache must hold one verified entry per commit
+//! that a 17th run reuses, and nothing may stay in `tmp/`. The harness holds both commits'
+//! lease locks (as an eviction would) until all 16 wait there, then lets go, so they meet in
+//! the cache together however their start-up spreads them.
 //! Its controls show the race was real (the cache was cold, the 16 overlapped, all started
 //! before the entry existed, several held or waited on the fill lock at once) and that the
 //! same race breaks a cache without a lock (the attack script's `naive` mode: 16 unlocked
@@ -33,7 +36,7 @@
 //! run alone first, on a cache of its own: the sleepers' wall from that measured time, every
 //! other budget a bound on a hang.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -48,7 +51,7 @@ use serde_json::Value;
 use super::{describe, esc_breaches, started, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
 use crate::adversarial::harness::{
-    AS_NOBODY, Control, CtlObs, Ctx, Prepared, RunObs, RunSpec, truncate,
+    AS_NOBODY, Control, CtlObs, Ctx, Net, Prepared, RunObs, RunSpec, truncate,
 };
 
 pub fn cases() -> Vec<Case> {
@@ -1094,21 +1097,35 @@ impl Budgets {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Worker {
     Edit,
+    /// Allowlist mode: an edit after a request through its proxy to the harness's upstream
+    /// and one the proxy must refuse.
+    Egress,
     Fail,
     Sleep,
     Balloon,
 }
 
-/// The 16 racers, interleaved so every kind is spawned early and late.
+/// The 16 racers, interleaved so every kind is spawned early and late; racer `i` runs on
+/// base `i % 2`, so both commits get every kind of ending and both network modes.
 const RACERS: [Worker; 16] = {
-    use Worker::{Balloon as B, Edit as E, Fail as F, Sleep as S};
-    [E, E, F, E, S, E, E, F, E, B, E, S, E, F, E, E]
+    use Worker::{Balloon as B, Edit as E, Egress as N, Fail as F, Sleep as S};
+    [E, N, F, E, S, E, N, F, E, B, E, S, N, F, E, B]
 };
+
+/// One of the race's two base commits.
+struct WideBase {
+    repo: PathBuf,
+    sha: String,
+    /// What its files name (`TRUST-<nonce>`), so a worker given the other commit's checkout
+    /// notices.
+    nonce: String,
+}
 
 impl Worker {
     fn mode(self) -> &'static str {
         match self {
             Worker::Edit => "edit",
+            Worker::Egress => "net",
             Worker::Fail => "fail",
             Worker::Sleep => "sleep",
             Worker::Balloon => "balloon",
@@ -1119,24 +1136,37 @@ impl Worker {
     /// code when it is fixed.
     fn expected(self) -> (i32, &'static str, &'static str, Option<i64>) {
         match self {
-            Worker::Edit => (0, "candidate_captured", "exited", Some(0)),
+            Worker::Edit | Worker::Egress => (0, "candidate_captured", "exited", Some(0)),
             Worker::Fail => (1, "attempt_failed", "exited", Some(3)),
             Worker::Sleep => (1, "attempt_failed", "wall_timeout", None),
             Worker::Balloon => (1, "attempt_failed", "memory_limit", None),
         }
     }
 
-    fn spec(self, marker: &str, cache_home: &Path, budgets: Budgets) -> RunSpec {
+    /// `port`: the harness's upstream on the host's 127.0.0.1 (every worker checks it is out
+    /// of its direct reach; allowlist runs may reach it through their proxy).
+    fn spec(
+        self,
+        marker: &str,
+        cache_home: &Path,
+        budgets: Budgets,
+        base: &WideBase,
+        port: u16,
+    ) -> RunSpec {
         let mut s = RunSpec::new("TRUST-06.py").args([
             self.mode().to_owned(),
             marker.to_owned(),
             WIDE_FILES.to_string(),
+            base.nonce.clone(),
+            port.to_string(),
         ]);
         s.wall_seconds = budgets.hang;
         s.cpu_seconds = budgets.hang;
         match self {
             Worker::Sleep => s.wall_seconds = budgets.sleep_wall,
             Worker::Balloon => s.memory_bytes = BALLOON_MEMORY,
+            // An IP literal: the only way the proxy connects to a loopback address.
+            Worker::Egress => s.net = Net::Allowlist(vec![format!("127.0.0.1:{port}")]),
             Worker::Edit | Worker::Fail => {}
         }
         // One cache for every racer: the case's own, so it starts cold.
@@ -1152,6 +1182,8 @@ impl Worker {
 struct Racer {
     worker: Worker,
     marker: String,
+    /// Which of the race's bases it was given.
+    base: usize,
     /// Spawned and reaped, from the race's start; `end` is `None` for a run still going at
     /// the deadline (killed then).
     start: Duration,
@@ -1167,7 +1199,7 @@ struct Racer {
 /// them; a run still going after `deadline` is killed and reported with `end: None`.
 fn race(
     ctx: &mut Ctx,
-    jobs: Vec<(Worker, String, Prepared)>,
+    jobs: Vec<(Worker, String, usize, Prepared)>,
     t0: std::time::Instant,
     deadline: Duration,
 ) -> Result<Vec<Racer>> {
@@ -1175,6 +1207,7 @@ fn race(
     struct Live {
         worker: Worker,
         marker: String,
+        base: usize,
         prepared: Prepared,
         child: std::process::Child,
         pipes: (JoinHandle<Vec<u8>>, JoinHandle<Vec<u8>>),
@@ -1183,7 +1216,7 @@ fn race(
         code: i32,
     }
     let mut live: Vec<Live> = Vec::new();
-    for (worker, marker, prepared) in jobs {
+    for (worker, marker, base, prepared) in jobs {
         let mut cmd = Command::new(&ctx.h.corral);
         cmd.args(&prepared.args)
             .arg("--json")
@@ -1208,6 +1241,7 @@ fn race(
         live.push(Live {
             worker,
             marker,
+            base,
             prepared,
             child,
             pipes,
@@ -1258,6 +1292,7 @@ fn race(
         out.push(Racer {
             worker: l.worker,
             marker: l.marker,
+            base: l.base,
             start: l.start,
             end: l.end,
             stdout,
@@ -1268,25 +1303,25 @@ fn race(
     Ok(out)
 }
 
-/// What a watcher of the cache saw during the race (a sample every 2 ms).
+/// What a watcher of the cache saw during the race (a sample every 2 ms), per commit.
 #[derive(Debug, Default)]
 struct CacheWatch {
     samples: usize,
     /// When `base/<sha>` was first seen.
-    published: Option<Duration>,
+    published: BTreeMap<String, Duration>,
     /// The most processes in one sample that held or waited for a `flock` on the cache's
     /// files for the commit (`base/<sha>.*`, as `/proc/locks` shows them) before
     /// `base/<sha>` existed, how many locks were waited for then, and when.
-    contenders: (usize, usize, Duration),
+    contenders: BTreeMap<String, (usize, usize, Duration)>,
     /// Every staging directory seen in `tmp/` (one per materialization).
     staging: BTreeSet<String>,
 }
 
-/// Samples the cache every 2 ms until `stop`: publication of `base/<sha>`, the processes
-/// holding or waiting for locks on its files, staging directories.
+/// Samples the cache every 2 ms until `stop`: publication of each `base/<sha>`, the
+/// processes holding or waiting for locks on its files, staging directories.
 fn watch_cache(
     root: PathBuf,
-    sha: String,
+    shas: Vec<String>,
     t0: std::time::Instant,
     stop: Arc<AtomicBool>,
 ) -> JoinHandle<CacheWatch> {
@@ -1295,23 +1330,26 @@ fn watch_cache(
         let base = root.join("base");
         while !stop.load(Ordering::SeqCst) {
             let now = t0.elapsed();
-            let published = base.join(&sha).symlink_metadata().is_ok();
-            if !published {
-                let inodes: BTreeSet<u64> = names_in(&base)
-                    .iter()
-                    .filter(|n| n.starts_with(&format!("{sha}.")))
-                    .filter_map(|n| base.join(n).symlink_metadata().ok())
-                    .map(|m| m.ino())
-                    .collect();
-                let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-                let (mut pids, waiting) = flocks_on(&locks, &inodes);
-                // The harness's own gate (`hold_lease`) is not a racer.
-                pids.remove(&std::process::id());
-                if pids.len() > w.contenders.0 {
-                    w.contenders = (pids.len(), waiting, now);
+            let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+            for sha in &shas {
+                let published = base.join(sha).symlink_metadata().is_ok();
+                if !published {
+                    let inodes: BTreeSet<u64> = names_in(&base)
+                        .iter()
+                        .filter(|n| n.starts_with(&format!("{sha}.")))
+                        .filter_map(|n| base.join(n).symlink_metadata().ok())
+                        .map(|m| m.ino())
+                        .collect();
+                    let (mut pids, waiting) = flocks_on(&locks, &inodes);
+                    // The harness's own gate (`hold_lease`) is not a racer.
+                    pids.remove(&std::process::id());
+                    let best = w.contenders.entry(sha.clone()).or_default();
+                    if pids.len() > best.0 {
+                        *best = (pids.len(), waiting, now);
+                    }
+                } else {
+                    w.published.entry(sha.clone()).or_insert(now);
                 }
-            } else if w.published.is_none() {
-                w.published = Some(now);
             }
             w.staging.extend(names_in(&root.join("tmp")));
             w.samples += 1;
@@ -1321,41 +1359,105 @@ fn watch_cache(
     })
 }
 
-/// Holds `base/<sha>.lock` exclusively, as an eviction would, so every racer waits at its
-/// lease (a shared lock) until `racers` of them wait there, or `bound` has passed; then lets
-/// go, so they all go on at once. Without it the racers' start-up (16 corral processes, each
-/// with its reaper and probe) spread their arrivals over more than the fill took in an
+/// Holds each `base/<sha>.lock` exclusively, as an eviction would, so every racer waits at
+/// its lease (a shared lock) until `racers` of them wait there, or `bound` has passed; then
+/// lets go, so they all go on at once. Without it the racers' start-up (16 corral processes,
+/// each with its reaper and probe) spread their arrivals over more than the fill took in an
 /// emulated guest, and no two met in the cache (an inconclusive control, never a finding).
 /// Returns how many waited, and when it let go.
 fn hold_lease(
     cache: &Path,
-    sha: &str,
+    shas: &[&str],
     racers: usize,
     bound: Duration,
 ) -> Result<JoinHandle<(usize, Duration)>> {
     use std::os::unix::fs::OpenOptionsExt as _;
     std::fs::create_dir_all(cache.join("base"))?;
-    let lock = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .open(cache.join("base").join(format!("{sha}.lock")))?;
-    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)?;
-    let inodes: BTreeSet<u64> = [lock.metadata()?.ino()].into();
+    let mut held = Vec::new();
+    let mut inodes = BTreeSet::new();
+    for sha in shas {
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .open(cache.join("base").join(format!("{sha}.lock")))?;
+        rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)?;
+        inodes.insert(lock.metadata()?.ino());
+        held.push(lock);
+    }
     let t = std::time::Instant::now();
     Ok(std::thread::spawn(move || {
         loop {
             let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
             let (_, waiting) = flocks_on(&locks, &inodes);
             if waiting >= racers || t.elapsed() > bound {
-                drop(lock);
+                drop(held);
                 return (waiting, t.elapsed());
             }
             std::thread::sleep(Duration::from_millis(2));
         }
     }))
+}
+
+/// The harness's upstream for the allowlist racers, on the host's 127.0.0.1: answers
+/// `GET /<marker>` with `UPSTREAM <marker>` and logs every request line it is sent (one
+/// connection at a time is enough for a few requests; each is bounded by a read timeout).
+struct Upstream {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<String>>,
+}
+
+impl Upstream {
+    fn start() -> Result<Self> {
+        use std::io::{Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let port = listener.local_addr()?.port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while !flag.load(Ordering::SeqCst) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+                    match conn.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).into_owned();
+                let line = text.lines().next().unwrap_or("").to_owned();
+                let path = line.split(' ').nth(1).unwrap_or("").trim_start_matches('/');
+                let body = format!("UPSTREAM {path}\n");
+                let _ = conn.write_all(
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                );
+                seen.push(line);
+            }
+            seen
+        });
+        Ok(Self { port, stop, thread })
+    }
+
+    /// Stops it; every request line it was sent.
+    fn finish(self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap_or_default()
+    }
 }
 
 /// The pids holding or waiting for a `flock` on one of `inodes` in `/proc/locks`, and how
@@ -1567,16 +1669,18 @@ fn verify_stored(ctx: &Ctx, store: &Path, stdout: &[u8]) -> Result<(), String> {
 }
 
 /// Everything one racer's run must show: a manifest with its own expected ending, its own
-/// marker only (logs and patch), its own preset, the one base commit, a verified store copy.
+/// marker only (logs, patch and egress records), its own preset, its own base commit, a
+/// verified store copy; an allowlist run its own answer from the upstream.
 fn judge_racer(
     ctx: &Ctx,
     j: &mut Judge,
     r: &Racer,
-    sha: &str,
+    bases: &[WideBase],
     store: &Path,
     prefix: &str,
     deadline: Duration,
 ) {
+    let sha = bases.get(r.base).map_or("", |b| b.sha.as_str());
     let run = &r.obs;
     let who = format!("{} ({})", r.marker, r.worker.mode());
     let Some(end) = r.end else {
@@ -1677,11 +1781,82 @@ fn judge_racer(
             ),
         );
     }
+    judge_egress(j, r, &who, &output, prefix);
     j.breach(
         output.contains("WOKE ") || output.contains("BALLOON done"),
         format!(
             "{who}: the worker outlived its budget: {}",
             truncate(&output, 200)
+        ),
+    );
+}
+
+/// An allowlist racer got its own answer from the upstream through its proxy, and its
+/// proxy refused its `<marker>.invalid`; its manifest records both and nothing of another
+/// run. A run in mode none records nothing.
+fn judge_egress(j: &mut Judge, r: &Racer, who: &str, output: &str, prefix: &str) {
+    let records = r.obs.manifest["network"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let lower = prefix.to_ascii_lowercase();
+    let foreign: Vec<&Value> = records
+        .iter()
+        .filter(|e| {
+            let d = e["destination"].as_str().unwrap_or("");
+            race_markers(d, &lower)
+                .iter()
+                .any(|m| *m != r.marker.to_ascii_lowercase())
+        })
+        .collect();
+    j.breach(
+        !foreign.is_empty(),
+        format!("{who}: its manifest records other runs' requests: {foreign:?}"),
+    );
+    if r.worker != Worker::Egress {
+        j.breach(
+            !records.is_empty(),
+            format!("{who}: a run in mode none records egress: {records:?}"),
+        );
+        return;
+    }
+    let answer = format!(
+        "UPSTREAM-ANSWER {m} 'HTTP/1.1 200 OK' 'UPSTREAM {m}'",
+        m = r.marker
+    );
+    j.breach(
+        !output.contains(&answer),
+        format!(
+            "{who}: its request through its own proxy did not get its own answer ({answer:?}): \
+             {}",
+            truncate(output, 300)
+        ),
+    );
+    j.breach(
+        !output.contains(&format!("REFUSED-ANSWER {} 'HTTP/1.1 403", r.marker)),
+        format!(
+            "{who}: its proxy did not refuse {}.invalid: {}",
+            r.marker.to_ascii_lowercase(),
+            truncate(output, 300)
+        ),
+    );
+    let has = |dest: &str, allowed: bool| {
+        records.iter().any(|e| {
+            e["destination"]
+                .as_str()
+                .is_some_and(|d| d.starts_with(dest))
+                && e["allowed"] == allowed
+        })
+    };
+    j.breach(
+        !has("127.0.0.1:", true)
+            || !has(
+                &format!("{}.invalid:", r.marker.to_ascii_lowercase()),
+                false,
+            ),
+        format!(
+            "{who}: its manifest does not record its relayed request and its refusal: \
+             {records:?}"
         ),
     );
 }
@@ -1778,29 +1953,111 @@ fn leftover_probe_groups(pids: &[u32]) -> Vec<String> {
 fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
     let mut j = Judge::new();
     let builder = ctx.h.fixture(&format!("repos/{WIDE_FILE}"));
-    let wrapper = ctx.dir.join("wide.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/usr/bin/env bash\nexec bash {} \"$1\" \"$2\" {WIDE_FILES}\n",
-            sq(&builder.to_string_lossy())
-        ),
-    )?;
-    let (repo, sha) = ctx.repo(&wrapper.to_string_lossy(), &ctx.dir.join("repo"))?;
+    // Two repositories, each with a commit of its own: the second's files name another nonce.
+    let mut bases = Vec::new();
+    for (i, suffix) in ["", "-b"].iter().enumerate() {
+        let wrapper = ctx.dir.join(format!("wide{i}.sh"));
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/usr/bin/env bash\nexec bash {} \"$1\" \"$2{suffix}\" {WIDE_FILES}\n",
+                sq(&builder.to_string_lossy())
+            ),
+        )?;
+        let (repo, sha) = ctx.repo(
+            &wrapper.to_string_lossy(),
+            &ctx.dir.join(format!("repo{i}")),
+        )?;
+        bases.push(WideBase {
+            repo,
+            sha,
+            nonce: format!("{}{suffix}", ctx.n),
+        });
+    }
+    let shas: Vec<String> = bases.iter().map(|b| b.sha.clone()).collect();
     // One cache (the case's own XDG_CACHE_HOME) and one artifact store for all 17 runs.
     let cache_home = ctx.dir.join("cache");
-    let cache = cache_home.join("corral");
     let store = ctx.dir.join("artifacts");
     let prefix = format!("RACE-{}-", ctx.n);
-    // Control: the cache is cold for this commit.
-    let before = cache_ls_in(ctx, &cache_home)?;
-    let listed_before = before["entries"].as_array().map_or(0, Vec::len);
+    let upstream = Upstream::start()?;
+    let port = upstream.port;
+    let verdict = race_and_judge(
+        ctx,
+        &mut j,
+        &bases,
+        &shas,
+        &cache_home,
+        &store,
+        &prefix,
+        port,
+    );
+    let requests = upstream.finish();
+    verdict?;
+    // The upstream saw each allowlist racer's request once, and nothing else.
+    let mut want: Vec<String> = RACERS
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| **w == Worker::Egress)
+        .map(|(i, _)| format!("GET /{prefix}{i:02} HTTP/1.1"))
+        .collect();
+    want.sort();
+    let mut got = requests.clone();
+    got.sort();
+    j.breach(
+        got != want,
+        format!(
+            "the upstream on 127.0.0.1:{port} was sent {got:?}; the allowlist racers asked for \
+             {want:?} (one each, through their own proxies)"
+        ),
+    );
+    j.note(format!(
+        "the upstream on 127.0.0.1:{port} answered {} requests, one per allowlist racer",
+        requests.len()
+    ));
+    // Control: the same race breaks a cache without a lock.
+    let first = &bases[0];
+    let (published, failed, reused) = naive_race(ctx, &first.repo, &first.sha)?;
     control(
         &mut j,
-        listed_before == 0 && cache.join("base").join(&sha).symlink_metadata().is_err(),
+        published == 1 && !failed.is_empty(),
+        format!(
+            "outside, 16 unlocked fill-then-rename fillers (uid 65534) on one folder: {published} \
+             published, {} renames failed ({:?}), {reused} reused",
+            failed.len(),
+            failed.iter().collect::<BTreeSet<_>>()
+        ),
+    );
+    Ok(j.verdict())
+}
+
+/// TRUST-06's race, its controls, the cache afterwards and the 17th run.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the race's fixed settings, passed once"
+)]
+fn race_and_judge(
+    ctx: &mut Ctx,
+    j: &mut Judge,
+    bases: &[WideBase],
+    shas: &[String],
+    cache_home: &Path,
+    store: &Path,
+    prefix: &str,
+    port: u16,
+) -> Result<()> {
+    let cache = cache_home.join("corral");
+    // Control: the cache is cold for both commits.
+    let before = cache_ls_in(ctx, cache_home)?;
+    let listed_before = before["entries"].as_array().map_or(0, Vec::len);
+    control(
+        j,
+        listed_before == 0
+            && shas
+                .iter()
+                .all(|sha| cache.join("base").join(sha).symlink_metadata().is_err()),
         format!(
             "the cache was cold: `corral cache ls` listed {listed_before} entries and there \
-             was no base/{sha} before the race"
+             was no base/ entry for {shas:?} before the race"
         ),
     );
     // The budgets from this host's own speed: one racer alone, on a cache and a store of
@@ -1809,15 +2066,21 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
         let start = Budgets::measured(Duration::ZERO);
         let marker = format!("CAL-{}", ctx.n);
         let p = ctx.prepare_on(
-            &Worker::Edit.spec(&marker, &ctx.dir.join("cache-alone"), start),
+            &Worker::Edit.spec(
+                &marker,
+                &ctx.dir.join("cache-alone"),
+                start,
+                &bases[0],
+                port,
+            ),
             &vars([]),
             "alone",
-            &repo,
-            &sha,
+            &bases[0].repo,
+            &bases[0].sha,
             &ctx.dir.join("artifacts-alone"),
         )?;
         let t = std::time::Instant::now();
-        let alone = race(ctx, vec![(Worker::Edit, marker, p)], t, start.deadline())?;
+        let alone = race(ctx, vec![(Worker::Edit, marker, 0, p)], t, start.deadline())?;
         let ok = alone.first().is_some_and(|r| {
             r.end.is_some()
                 && r.obs.exit == 0
@@ -1852,36 +2115,44 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
     let mut jobs = Vec::new();
     for (i, w) in RACERS.iter().enumerate() {
         let marker = format!("{prefix}{i:02}");
+        let b = i % bases.len();
         let p = ctx.prepare_on(
-            &w.spec(&marker, &cache_home, budgets),
+            &w.spec(&marker, cache_home, budgets, &bases[b], port),
             &vars([]),
             &format!("race{i:02}"),
-            &repo,
-            &sha,
-            &store,
+            &bases[b].repo,
+            &bases[b].sha,
+            store,
         )?;
-        jobs.push((*w, marker, p));
+        jobs.push((*w, marker, b, p));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let t0 = std::time::Instant::now();
-    let gate = hold_lease(&cache, &sha, jobs.len(), Duration::from_secs(budgets.hang))?;
-    let watcher = watch_cache(cache.clone(), sha.clone(), t0, stop.clone());
+    let sha_refs: Vec<&str> = shas.iter().map(String::as_str).collect();
+    let gate = hold_lease(
+        &cache,
+        &sha_refs,
+        jobs.len(),
+        Duration::from_secs(budgets.hang),
+    )?;
+    let watcher = watch_cache(cache.clone(), shas.to_vec(), t0, stop.clone());
     let raced = race(ctx, jobs, t0, deadline);
     stop.store(true, Ordering::SeqCst);
     let watch = watcher.join().unwrap_or_default();
     let held = gate.join().unwrap_or_default();
     let raced = raced?;
     j.note(format!(
-        "{} of the {} racers waited together at the cache's lease lock before it was let go ({} ms after the start)",
+        "{} of the {} racers waited together at the cache's lease locks before they were let \
+         go ({} ms after the start)",
         held.0,
         RACERS.len(),
         held.1.as_millis()
     ));
     for r in &raced {
-        judge_racer(ctx, &mut j, r, &sha, &store, &prefix, deadline);
+        judge_racer(ctx, j, r, bases, store, prefix, deadline);
     }
-    // Controls: the race was real. All 16 overlapped, all started before the entry existed,
-    // and several were in the cache's locks for the commit at once while it did not.
+    // Controls: the race was real. All 16 overlapped, on each commit all started before its
+    // entry existed, and several were in the cache's locks for it at once while it did not.
     let last_start = raced.iter().map(|r| r.start).max().unwrap_or_default();
     let first_end = raced
         .iter()
@@ -1890,7 +2161,7 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
         .unwrap_or_default();
     let ms = |d: Duration| d.as_millis();
     control(
-        &mut j,
+        j,
         raced.len() == RACERS.len() && last_start < first_end,
         format!(
             "the {} runs overlapped: the last started at +{} ms, the first ended at +{} ms",
@@ -1899,108 +2170,131 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
             ms(first_end)
         ),
     );
-    control(
-        &mut j,
-        watch.published.is_some_and(|p| last_start < p),
-        format!(
-            "every run started before base/{sha} existed (first seen at {}; last start +{} ms)",
-            watch
-                .published
-                .map_or("never".to_owned(), |p| format!("+{} ms", ms(p))),
-            ms(last_start)
-        ),
-    );
-    let (contenders, waiting, at) = watch.contenders;
-    control(
-        &mut j,
-        contenders >= 2,
-        format!(
-            "several runs were in the cache for the commit at once before its entry existed: \
-             at +{} ms {contenders} processes held or waited for locks on base/{sha}.* \
-             ({waiting} locks waited for; /proc/locks, {} samples)",
-            ms(at),
-            watch.samples
-        ),
-    );
+    for (b, sha) in shas.iter().enumerate() {
+        let last = raced
+            .iter()
+            .filter(|r| r.base == b)
+            .map(|r| r.start)
+            .max()
+            .unwrap_or_default();
+        let published = watch.published.get(sha).copied();
+        control(
+            j,
+            published.is_some_and(|p| last < p),
+            format!(
+                "every run on base {b} started before base/{sha} existed (first seen at {}; \
+                 last start +{} ms)",
+                published.map_or("never".to_owned(), |p| format!("+{} ms", ms(p))),
+                ms(last)
+            ),
+        );
+        let (contenders, waiting, at) = watch.contenders.get(sha).copied().unwrap_or_default();
+        control(
+            j,
+            contenders >= 2,
+            format!(
+                "several runs were in the cache for base {b} at once before its entry \
+                 existed: at +{} ms {contenders} processes held or waited for locks on \
+                 base/{sha}.* ({waiting} locks waited for; /proc/locks, {} samples)",
+                ms(at),
+                watch.samples
+            ),
+        );
+    }
     let staging: Vec<&String> = watch
         .staging
         .iter()
-        .filter(|s| s.starts_with(&sha))
+        .filter(|s| shas.iter().any(|sha| s.starts_with(sha.as_str())))
         .collect();
     let endings: Vec<String> = raced
         .iter()
         .map(|r| {
             format!(
-                "{}:{}:{}-{}",
+                "{}:{}:{}:{}-{}",
                 &r.marker[prefix.len()..],
                 r.worker.mode(),
+                r.base,
                 ms(r.start),
                 r.end.map_or("hung".to_owned(), |e| format!("{}ms", ms(e)))
             )
         })
         .collect();
     j.note(format!(
-        "materializations seen in tmp/: {} ({staging:?}); runs (marker:mode:start-end): {}",
+        "materializations seen in tmp/: {} ({staging:?}); runs (marker:mode:base:start-end): {}",
         staging.len(),
         endings.join(" ")
     ));
-    // The cache: one verified entry, nothing in tmp/, nothing else in base/.
-    let after = cache_ls_in(ctx, &cache_home)?;
+    // The cache: one verified entry per commit, nothing in tmp/, nothing else in base/.
+    let after = cache_ls_in(ctx, cache_home)?;
     let entries = after["entries"].as_array().cloned().unwrap_or_default();
-    let ours: Vec<&Value> = entries
-        .iter()
-        .filter(|e| e["base_sha"] == sha.as_str())
-        .collect();
+    let mut known = BTreeSet::new();
+    for (b, base) in bases.iter().enumerate() {
+        let sha = &base.sha;
+        let ours: Vec<&Value> = entries
+            .iter()
+            .filter(|e| e["base_sha"] == sha.as_str())
+            .collect();
+        j.breach(
+            ours.len() != 1,
+            format!(
+                "`corral cache ls` after the race lists {} entries for base {b} ({sha}): {}",
+                ours.len(),
+                truncate(&after["entries"].to_string(), 400)
+            ),
+        );
+        let tree_entries = git_out(&base.repo, &["ls-tree", "-r", "-t", sha], None)
+            .map(|o| o.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as u64)
+            .unwrap_or(0);
+        if let Some(e) = ours.first() {
+            j.breach(
+                e["in_use"] != false || e["entries"] != tree_entries,
+                format!(
+                    "the entry for base {b} after the race: {e} (want not in use, \
+                     {tree_entries} entries as `git ls-tree -r -t` counts them)"
+                ),
+            );
+        }
+        match entry_differences(&base.repo, sha, &cache.join("base").join(sha)) {
+            Ok(d) => {
+                j.breach(
+                    !d.is_empty(),
+                    format!(
+                        "the cache entry for base {b} is not its commit: {}",
+                        d.join("; ")
+                    ),
+                );
+            }
+            Err(e) => {
+                j.require(
+                    false,
+                    format!("comparing the cache entry with base {b}'s commit: {e:#}"),
+                );
+            }
+        }
+        known.extend(
+            ["", ".lock", ".fill", ".meta"]
+                .iter()
+                .map(|s| format!("{sha}{s}")),
+        );
+    }
     j.breach(
-        entries.len() != 1 || ours.len() != 1,
+        entries.len() != bases.len(),
         format!(
-            "`corral cache ls` after the race lists {} entries, {} for {sha}: {}",
+            "`corral cache ls` after the race lists {} entries, want one per commit: {}",
             entries.len(),
-            ours.len(),
             truncate(&after["entries"].to_string(), 400)
         ),
     );
-    let tree_entries = git_out(&repo, &["ls-tree", "-r", "-t", &sha], None)
-        .map(|o| o.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count() as u64)
-        .unwrap_or(0);
-    if let Some(e) = ours.first() {
-        j.breach(
-            e["in_use"] != false || e["entries"] != tree_entries,
-            format!(
-                "the entry after the race: {e} (want not in use, {tree_entries} entries as \
-                 `git ls-tree -r -t` counts them)"
-            ),
-        );
-    }
-    let entry = cache.join("base").join(&sha);
-    match entry_differences(&repo, &sha, &entry) {
-        Ok(d) => {
-            j.breach(
-                !d.is_empty(),
-                format!("the cache entry is not the commit: {}", d.join("; ")),
-            );
-        }
-        Err(e) => {
-            j.require(
-                false,
-                format!("comparing the cache entry with the commit: {e:#}"),
-            );
-        }
-    }
     let tmp_left = names_in(&cache.join("tmp"));
     j.breach(
         !tmp_left.is_empty(),
         format!("left in the cache's tmp/: {tmp_left:?}"),
     );
-    let known: BTreeSet<String> = ["", ".lock", ".fill", ".meta"]
-        .iter()
-        .map(|s| format!("{sha}{s}"))
-        .collect();
     let base_names = names_in(&cache.join("base"));
     let stray: Vec<&String> = base_names.difference(&known).collect();
     j.breach(
         !stray.is_empty(),
-        format!("the cache's base/ holds more than the one entry: {stray:?}"),
+        format!("the cache's base/ holds more than the two entries: {stray:?}"),
     );
     let store_tmp: Vec<String> = names_in(&store.join("sha256"))
         .into_iter()
@@ -2010,34 +2304,37 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
         !store_tmp.is_empty(),
         format!("left in the shared artifact store: {store_tmp:?}"),
     );
-    // A 17th run afterwards reuses the entry (neither the manifest nor the JSON output says
-    // so: corral keeps it; the same directory and .meta, no new staging directory, show it).
+    // A 17th run afterwards reuses base 0's entry (neither the manifest nor the JSON output
+    // says so: corral keeps it; the same directory and .meta, no new staging directory,
+    // show it).
+    let sha = &bases[0].sha;
+    let entry = cache.join("base").join(sha);
     let ino = |p: &Path| p.symlink_metadata().map(|m| m.ino()).ok();
     let meta = cache.join("base").join(format!("{sha}.meta"));
     let (entry_ino, meta_ino) = (ino(&entry), ino(&meta));
     let marker = format!("{prefix}{:02}", RACERS.len());
     let p = ctx.prepare_on(
-        &Worker::Edit.spec(&marker, &cache_home, budgets),
+        &Worker::Edit.spec(&marker, cache_home, budgets, &bases[0], port),
         &vars([]),
         "reuse",
-        &repo,
-        &sha,
-        &store,
+        &bases[0].repo,
+        sha,
+        store,
     )?;
     let stop = Arc::new(AtomicBool::new(false));
     let t1 = std::time::Instant::now();
-    let watcher = watch_cache(cache.clone(), sha.clone(), t1, stop.clone());
-    let again = race(ctx, vec![(Worker::Edit, marker, p)], t1, deadline);
+    let watcher = watch_cache(cache.clone(), vec![sha.clone()], t1, stop.clone());
+    let again = race(ctx, vec![(Worker::Edit, marker, 0, p)], t1, deadline);
     stop.store(true, Ordering::SeqCst);
     let rewatch = watcher.join().unwrap_or_default();
     let again = again?;
     for r in &again {
-        judge_racer(ctx, &mut j, r, &sha, &store, &prefix, deadline);
+        judge_racer(ctx, j, r, bases, store, prefix, deadline);
     }
     let refilled: Vec<&String> = rewatch
         .staging
         .iter()
-        .filter(|s| s.starts_with(&sha))
+        .filter(|s| s.starts_with(sha.as_str()))
         .collect();
     j.breach(
         entry_ino.is_none()
@@ -2058,19 +2355,7 @@ fn trust_06(ctx: &mut Ctx) -> Result<Verdict> {
             format!("a capability probe's cgroup left behind: {g}"),
         );
     }
-    // Control: the same race breaks a cache without a lock.
-    let (published, failed, reused) = naive_race(ctx, &repo, &sha)?;
-    control(
-        &mut j,
-        published == 1 && !failed.is_empty(),
-        format!(
-            "outside, 16 unlocked fill-then-rename fillers (uid 65534) on one folder: {published} \
-             published, {} renames failed ({:?}), {reused} reused",
-            failed.len(),
-            failed.iter().collect::<BTreeSet<_>>()
-        ),
-    );
-    Ok(j.verdict())
+    Ok(())
 }
 
 #[cfg(test)]
