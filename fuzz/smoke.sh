@@ -10,6 +10,11 @@ cargo fuzz build -s none --release
 # Seed the WorkUnit target with the bundled documents so it starts from valid JSON.
 mkdir -p corpus/work_unit
 cp ../examples/work-units/*.json ../examples/invalid/work-unit/*.json corpus/work_unit/
+# Seed the request-head target with heads the proxy accepts, so it starts past the first byte.
+mkdir -p corpus/request_head
+printf 'CONNECT a.test:443 HTTP/1.1\r\nHost: a.test:443\r\n\r\nEARLY' > corpus/request_head/connect
+printf 'GET http://a.test/p?q=1 HTTP/1.0\r\nHost: a.test\r\nContent-Length: 3\r\nX:  v \r\n\r\nabc' \
+  > corpus/request_head/get
 count=0
 for t in $targets; do
   mkdir -p "corpus/$t"

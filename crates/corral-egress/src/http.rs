@@ -1,8 +1,9 @@
 //! A strict parser for the one request head the proxy reads per connection.
 //!
-//! Anything ambiguous is refused rather than interpreted: bare LF or CR, obsolete line folding,
-//! header names that are not tokens, a repeated `Host` or `Content-Length`, any
-//! `Transfer-Encoding` (request smuggling), an over-long head.
+//! `httparse` tokenizes the request line and the headers; anything ambiguous is refused
+//! rather than interpreted: bare LF or CR, obsolete line folding, header names that are not
+//! tokens, a repeated `Host` or `Content-Length`, any `Transfer-Encoding` (request smuggling),
+//! an over-long head or more than [`MAX_HEADERS`] headers.
 
 use std::io::Read;
 
@@ -111,55 +112,70 @@ fn find_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n")
 }
 
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
+/// Most headers one request head may carry (answered 431 beyond).
+pub const MAX_HEADERS: usize = 128;
 
+/// The head (`raw`, without its final blank line) tokenized by `httparse`, under corral's
+/// rules: `httparse` takes a bare LF for a line end and skips empty lines before the request
+/// line, so those are refused first, from the bytes themselves; it parses the request line
+/// with exactly one space between its parts, tokens for the method and header names, and no
+/// control character in the target or a value. What it accepts, corral then checks for
+/// ambiguity (`Host`, `Content-Length`, `Transfer-Encoding`).
 fn parse_head(raw: &[u8]) -> Result<RequestHead, HeadError> {
     let text = std::str::from_utf8(raw).map_err(|_| bad("non_utf8_head"))?;
     let mut lines = text.split("\r\n");
-    let request_line = lines.next().ok_or(bad("empty_request"))?;
-    if text.contains('\n')
-        && text
-            .split("\r\n")
-            .any(|l| l.contains('\n') || l.contains('\r'))
-    {
+    if text.split("\r\n").any(|l| l.contains(['\n', '\r'])) {
         return Err(bad("bare_line_break"));
     }
-    let mut parts = request_line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
+    if lines.next().is_none_or(str::is_empty) {
+        return Err(bad("empty_request"));
+    }
+    if lines.any(|l| l.starts_with([' ', '\t'])) {
+        return Err(bad("obsolete_line_folding"));
+    }
+    let mut full = Vec::with_capacity(raw.len() + 4);
+    full.extend_from_slice(raw);
+    full.extend_from_slice(b"\r\n\r\n");
+    let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut slots);
+    match req.parse(&full) {
+        Ok(httparse::Status::Complete(n)) if n == full.len() => {}
+        // The head ends where read_head found its blank line: anything else is a head
+        // httparse reads differently (never expected; refused, not interpreted).
+        Ok(_) => return Err(bad("malformed_request_line")),
+        Err(e) => {
+            return Err(match e {
+                httparse::Error::TooManyHeaders => HeadError {
+                    status: 431,
+                    reason: "too_many_headers",
+                },
+                httparse::Error::HeaderName => bad("malformed_header_name"),
+                httparse::Error::HeaderValue => bad("control_character_in_header"),
+                httparse::Error::Version => bad("unsupported_http_version"),
+                httparse::Error::NewLine => bad("bare_line_break"),
+                httparse::Error::Token | httparse::Error::Status => bad("malformed_request_line"),
+            });
+        }
+    }
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(bad("malformed_request_line"));
     };
-    if method.is_empty() || !method.bytes().all(is_tchar) {
-        return Err(bad("malformed_method"));
-    }
-    if version != "HTTP/1.1" && version != "HTTP/1.0" {
-        return Err(bad("unsupported_http_version"));
-    }
-    if target.is_empty() || target.bytes().any(|b| b <= b' ' || b == 0x7f) {
+    if target.is_empty() {
         return Err(bad("malformed_target"));
     }
-    let mut headers = Vec::new();
-    for line in lines {
-        if line.starts_with([' ', '\t']) {
-            return Err(bad("obsolete_line_folding"));
-        }
-        let (name, value) = line.split_once(':').ok_or(bad("malformed_header"))?;
-        if name.is_empty() || !name.bytes().all(is_tchar) {
-            return Err(bad("malformed_header_name"));
-        }
-        let value = value.trim_matches([' ', '\t']);
-        if value.bytes().any(|b| b < b' ' && b != b'\t' || b == 0x7f) {
-            return Err(bad("control_character_in_header"));
-        }
-        headers.push((name.to_owned(), value.to_owned()));
+    let mut headers = Vec::with_capacity(req.headers.len());
+    for h in req.headers.iter() {
+        // Within a UTF-8 head every value is UTF-8; a value split inside a character is not.
+        let value = std::str::from_utf8(h.value).map_err(|_| bad("non_utf8_head"))?;
+        headers.push((
+            h.name.to_owned(),
+            value.trim_matches([' ', '\t']).to_owned(),
+        ));
     }
     let head = RequestHead {
         method: method.to_owned(),
         target: target.to_owned(),
-        version: version.to_owned(),
+        version: format!("HTTP/1.{minor}"),
         headers,
     };
     if head.count("host") > 1 {
@@ -238,6 +254,14 @@ mod tests {
             "GET http://a/ HTTP/1.1\r\nBad Name: x\r\n\r\n",
             "GET http://a/\x01 HTTP/1.1\r\n\r\n",
             "GET http://a/ HTTP/1.1\r\nX: a\rb\r\n\r\n",
+            "GET http://a/ HTTP/1.1 \r\n\r\n",
+            "GET http://a/ HTTP/1.1\r\nX: a\x7f\r\n\r\n",
+            "GET http://a/ HTTP/1.1\r\n: empty name\r\n\r\n",
+            "GET http://a/ HTTP/1.1\r\nNo colon here\r\n\r\n",
+            "GET\thttp://a/ HTTP/1.1\r\n\r\n",
+            "GET http://a/ HTTP/1.2\r\n\r\n",
+            "GET http://a/ http/1.1\r\n\r\n",
+            "G(T http://a/ HTTP/1.1\r\n\r\n",
         ] {
             assert!(parse(raw).is_err(), "{raw:?} accepted");
         }
@@ -246,5 +270,45 @@ mod tests {
             "a".repeat(MAX_HEAD_BYTES + 10)
         );
         assert_eq!(parse(&big).map(|_| ()).unwrap_err().status, 431);
+        let many = format!(
+            "GET http://a/ HTTP/1.1\r\n{}\r\n",
+            "X: a\r\n".repeat(MAX_HEADERS + 1)
+        );
+        assert_eq!(
+            parse(&many).map(|_| ()).unwrap_err(),
+            HeadError {
+                status: 431,
+                reason: "too_many_headers"
+            }
+        );
+    }
+
+    /// What is accepted keeps its exact spelling: method, target and version as sent, the
+    /// headers in order, their values without surrounding blanks.
+    #[test]
+    fn keeps_what_was_sent() {
+        let (h, rest) = parse(
+            "GET http://a.test/p?q=1 HTTP/1.0\r\nHost: a.test\r\nX-Two:  v w \t\r\nx-empty:\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (h.method.as_str(), h.target.as_str(), h.version.as_str()),
+            ("GET", "http://a.test/p?q=1", "HTTP/1.0")
+        );
+        assert_eq!(
+            h.headers,
+            [
+                ("Host".to_owned(), "a.test".to_owned()),
+                ("X-Two".to_owned(), "v w".to_owned()),
+                ("x-empty".to_owned(), String::new()),
+            ]
+        );
+        assert!(rest.is_empty());
+        let (h, _) = parse(&format!(
+            "GET http://a/ HTTP/1.1\r\n{}\r\n",
+            "X: a\r\n".repeat(MAX_HEADERS)
+        ))
+        .unwrap();
+        assert_eq!(h.headers.len(), MAX_HEADERS);
     }
 }

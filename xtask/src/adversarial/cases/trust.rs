@@ -1403,7 +1403,7 @@ fn hold_lease(
 
 /// The harness's upstream for the allowlist racers, on the host's 127.0.0.1: answers
 /// `GET /<marker>` with `UPSTREAM <marker>` and logs every request line it is sent (one
-/// connection at a time is enough for a few requests; each is bounded by a read timeout).
+/// connection at a time is enough for three requests; each is bounded by a read timeout).
 struct Upstream {
     port: u16,
     stop: Arc<AtomicBool>,
@@ -1426,7 +1426,8 @@ impl Upstream {
                     continue;
                 };
                 let _ = conn.set_nonblocking(false);
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                // A bound on a hang: the proxies relay while 16 runs share the CPUs.
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(120)));
                 let mut head = Vec::new();
                 let mut buf = [0u8; 1024];
                 while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
