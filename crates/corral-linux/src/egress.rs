@@ -84,7 +84,7 @@ pub(crate) fn in_netns<T: Send>(
 /// `init_pidfd` (and brings that namespace's `lo` up).
 pub(crate) fn listener_in_netns(init_pidfd: BorrowedFd<'_>) -> io::Result<TcpListener> {
     in_netns(init_pidfd, || {
-        if crate::child::loopback_up() != 0 {
+        if crate::mount::loopback_up() != 0 {
             return Err(last_err());
         }
         TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT)))

@@ -30,19 +30,26 @@
 )]
 
 pub mod cgroup;
+#[macro_use]
 mod child;
+mod config;
 pub mod egress;
+mod enter;
 pub mod landlock;
+mod layers;
+mod mount;
+mod prepare;
 pub mod probe;
 pub mod rootless;
 pub mod seccomp;
 mod supervise;
 mod sys;
 pub mod systemd;
+mod teardown;
 pub mod usage;
 
+pub use config::{LinuxConfig, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_TMP, WORKER_ID_BASE};
 pub use probe::{Observation, Observations, ProbeReport, capabilities_from};
-pub use supervise::{LinuxConfig, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_TMP, WORKER_ID_BASE};
 pub use usage::{LiveUsage, live_usage};
 
 use std::collections::HashMap;
@@ -140,6 +147,6 @@ impl LocalSandboxExecutor for LinuxSandboxExecutor {
                 )));
             }
         }
-        supervise::run(self, &supervise::RunInput::from_request(request), cancel)
+        supervise::run(self, &prepare::RunInput::from_request(request), cancel)
     }
 }

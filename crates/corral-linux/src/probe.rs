@@ -15,8 +15,10 @@ use corral_contract::{
 };
 
 use crate::cgroup::{CgroupLimits, CgroupOps as _, CgroupVersion, Hierarchy};
-use crate::supervise::{self, LinuxConfig, RunInput};
+use crate::config::LinuxConfig;
+use crate::prepare::RunInput;
 use crate::{LinuxSandboxExecutor, seccomp, sys};
+use crate::{layers, supervise};
 
 /// One observed host feature.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -399,7 +401,7 @@ fn probe_tmpfs() -> Observation {
             fs_fd.as_fd(),
             sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
         )?;
-        let path = supervise::fd_path(&m).join("fill");
+        let path = layers::fd_path(&m).join("fill");
         let mut f = fs::File::create(&path)?;
         let chunk = [0u8; 4096];
         for i in 0..64 {
@@ -453,8 +455,7 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
         let _remove = Remove(&dir);
         fs::write(dir.join("base"), b"x")?;
         let lower = sys::open_tree_clone(&dir.to_string_lossy(), false)?;
-        let userns =
-            supervise::create_idmap_userns((0, 0), (config.worker_uid, config.worker_gid))?;
+        let userns = layers::create_idmap_userns((0, 0), (config.worker_uid, config.worker_gid))?;
         let attr = sys::MountAttr {
             attr_set: sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_IDMAP,
             userns_fd: userns.as_raw_fd() as u64,
@@ -462,27 +463,27 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
         };
         sys::mount_setattr(lower.as_fd(), false, &attr).map_err(|e| {
             if sys::errno(&e) == Some(libc::EINVAL) {
-                io::Error::other(supervise::no_idmap_message(&dir))
+                io::Error::other(crate::config::no_idmap_message(&dir))
             } else {
                 e
             }
         })?;
         let uid = std::os::unix::fs::MetadataExt::uid(&fs::metadata(
-            supervise::fd_path(&lower).join("base"),
+            layers::fd_path(&lower).join("base"),
         )?);
         if uid != config.worker_uid {
             return Err(io::Error::other(format!("idmapped file shows uid {uid}")));
         }
         let disk = make()?;
-        let base = supervise::fd_path(&disk);
+        let base = layers::fd_path(&disk);
         fs::create_dir(base.join("u"))?;
         fs::create_dir(base.join("w"))?;
         let u = std::os::fd::OwnedFd::from(fs::File::open(base.join("u"))?);
         let w = std::os::fd::OwnedFd::from(fs::File::open(base.join("w"))?);
-        let how = match supervise::mount_overlay_by_fd(&lower, &u, &w)? {
+        let how = match layers::mount_overlay_by_fd(&lower, &u, &w)? {
             Some(m) => {
-                fs::write(supervise::fd_path(&m).join("new"), b"y")?;
-                supervise::OVERLAY_BY_FD
+                fs::write(layers::fd_path(&m).join("new"), b"y")?;
+                layers::OVERLAY_BY_FD
             }
             None => {
                 // What init does on such a kernel, in a thread's own mount namespace: the
@@ -500,14 +501,14 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
                             "/tmp/m",
                             "overlay",
                             libc::MS_NOSUID | libc::MS_NODEV,
-                            &supervise::overlay_data("/tmp/.lower", "/tmp/u", "/tmp/w"),
+                            &layers::overlay_data("/tmp/.lower", "/tmp/u", "/tmp/w"),
                         )?;
                         fs::write("/tmp/m/new", b"y")
                     })
                     .join()
                     .map_err(|_| io::Error::other("the overlay probe thread panicked"))?
                 })?;
-                supervise::OVERLAY_BY_PATH
+                layers::OVERLAY_BY_PATH
             }
         };
         if !base.join("u/new").exists() {
