@@ -4,7 +4,8 @@ argv: UPSTREAM BURST SLOW BIG PINGS. Every connection goes through corral's egre
 (127.0.0.1:3128 inside the sandbox) as a CONNECT tunnel to UPSTREAM, the test's own server
 on the host's loopback, which answers one command line per connection. It:
 1. opens BURST connections at once and reads each one's status (200 or 503), then closes them
-   (the test's IDLE answer tells it when the proxy has let them all go);
+   (the test's IDLE answer, asked over one of their own tunnels, tells it when the proxy has
+   let the others go);
 2. starts SLOW half-open clients that trickle a request head that never ends, one BIG-byte
    download, and meanwhile PINGS ordinary requests one after another;
 3. sends the tally to UPSTREAM (RESULT ...) and writes src/load.txt (so the run has a change).
@@ -66,18 +67,34 @@ tally["before_burst"] = ask("IDLE")
 burst = [socket.create_connection(PROXY) for _ in range(BURST)]
 for s in burst:
     s.sendall(CONNECT)
-statuses, codes = {}, {}
+statuses, codes, served = {}, {}, []
 for s in burst:
     first, head = status_line(s)
     key = first.split(" ")[1] if first.count(" ") >= 1 else first
+    served.append(key == "200")
     statuses[key] = statuses.get(key, 0) + 1
     if key != "200":
         c = code_of(head)
         codes[c] = codes.get(c, 0) + 1
+# The barrier is asked over one of the burst's own tunnels: a fresh connection would need a
+# slot, and the proxy frees a slot only after it has seen its client go (a race it can lose).
+barrier = next((s for s, ok in zip(burst, served) if ok), None)
 for s in burst:
-    s.close()
+    if s is not barrier:
+        s.close()
 tally["burst"] = {"statuses": statuses, "codes": codes}
-tally["after_burst"] = ask("IDLE")
+if barrier is None:
+    tally["after_burst"] = "no burst tunnel was served"
+else:
+    barrier.sendall(b"IDLE\n")
+    answer = b""
+    while True:
+        c = barrier.recv(4096)
+        if not c:
+            break
+        answer += c
+    barrier.close()
+    tally["after_burst"] = answer.decode(errors="replace").strip()
 
 # 2. Half-open clients, one big download and ordinary requests, all at once.
 slow_result = []
