@@ -228,11 +228,6 @@ pub(super) fn names_in(dir: &Path) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// `corral cache ls --json` with the environment of the harness's runs.
-fn cache_ls(ctx: &Ctx) -> Result<Value> {
-    cache_ls_in(ctx, &ctx.h.scratch.join("cache"))
-}
-
 /// `corral cache ls --json` with the harness's environment and this `XDG_CACHE_HOME`.
 fn cache_ls_in(ctx: &Ctx, xdg_cache: &Path) -> Result<Value> {
     let s = ctx.h.scratch.to_string_lossy().into_owned();
@@ -257,7 +252,20 @@ fn cache_ls_in(ctx: &Ctx, xdg_cache: &Path) -> Result<Value> {
 /// Nothing of a refused base may stay in the cache: no `base/<sha>` entry (checkout or
 /// `.meta`), nothing `corral cache ls` lists for it, nothing new in `tmp/`.
 fn cache_clean(ctx: &Ctx, j: &mut Judge, sha: &str, tmp_before: &BTreeSet<String>, what: &str) {
-    let root = cache_root(ctx);
+    let xdg_cache = ctx.h.scratch.join("cache");
+    cache_clean_in(ctx, j, &xdg_cache, sha, tmp_before, what);
+}
+
+/// [`cache_clean`] for the cache beneath this `XDG_CACHE_HOME`.
+fn cache_clean_in(
+    ctx: &Ctx,
+    j: &mut Judge,
+    xdg_cache: &Path,
+    sha: &str,
+    tmp_before: &BTreeSet<String>,
+    what: &str,
+) {
+    let root = xdg_cache.join("corral");
     let left: Vec<String> = names_in(&root.join("tmp"))
         .into_iter()
         .filter(|n| n.starts_with(sha) || !tmp_before.contains(n))
@@ -273,7 +281,7 @@ fn cache_clean(ctx: &Ctx, j: &mut Judge, sha: &str, tmp_before: &BTreeSet<String
             format!("{what}: the cache holds {}", p.display()),
         );
     }
-    match cache_ls(ctx) {
+    match cache_ls_in(ctx, xdg_cache) {
         Ok(doc) => {
             let listed = doc["entries"]
                 .as_array()
@@ -513,10 +521,43 @@ fn trust_02(ctx: &mut Ctx) -> Result<Verdict> {
 const BOMB_MAX_BYTES: u64 = 64 << 20;
 const BOMB_MAX_ENTRIES: u64 = 40;
 const MIB: u64 = 1 << 20;
-/// Free space the case tolerates losing after a refused run (other work shares this host).
-const AFTER_SLACK: u64 = 16 * MIB;
-/// Free space the case tolerates losing *during* a run beyond the ceiling.
-const DURING_SLACK: u64 = 256 * MIB;
+/// Free space the case tolerates losing after a refused run: none beyond one page per file
+/// corral may keep (its cache's lock and state files). The cache has a file system of its
+/// own, so no other writer moves the figure.
+const AFTER_SLACK: u64 = MIB;
+/// Free space the case tolerates losing *during* a run beyond the ceiling: the writer stops
+/// at the first file past it (the bomb's files are 1 MiB; measured: 61-65 MiB at the 64 MiB
+/// ceiling, sampled every 100 ms).
+const DURING_SLACK: u64 = 16 * MIB;
+/// The size of the case's own cache file system: the ceiling and its slack, and room to spare.
+const CACHE_FS: &std::ffi::CStr = c"size=1g,mode=0755";
+
+/// A tmpfs of the case's own, mounted on a folder in its scratch and detached when dropped:
+/// the cache's file system, whose free space no other work on the host moves (a guest's disk
+/// image or a build beside the suite shared the host's root with it before).
+struct OwnFs(PathBuf);
+
+impl OwnFs {
+    fn mount(dir: PathBuf) -> Result<Self> {
+        std::fs::create_dir_all(&dir)?;
+        rustix::mount::mount(
+            "corral-trust-03",
+            &dir,
+            "tmpfs",
+            rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
+            CACHE_FS,
+        )
+        .with_context(|| format!("mounting a tmpfs on {}", dir.display()))?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for OwnFs {
+    fn drop(&mut self) {
+        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
 
 /// Free bytes of the file system holding `p`.
 fn avail(p: &Path) -> Option<u64> {
@@ -588,17 +629,25 @@ fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / MIB as f64)
 }
 
-/// One run of the bomb with an operator ceiling (`env`), judged from the outside.
+/// One run of the bomb with an operator ceiling (`env`), judged from the outside; corral's
+/// cache is beneath `xdg_cache`, on a file system of its own.
 fn bomb_run(
     ctx: &mut Ctx,
     j: &mut Judge,
     repo: &str,
+    xdg_cache: &Path,
     env: (&str, u64),
     detail: &str,
 ) -> Result<PathBuf> {
     let mut spec = base_spec(repo.to_owned());
-    spec.corral_env = vec![(env.0.to_owned(), env.1.to_string())];
-    let root = cache_root(ctx);
+    spec.corral_env = vec![
+        (env.0.to_owned(), env.1.to_string()),
+        (
+            "XDG_CACHE_HOME".to_owned(),
+            xdg_cache.to_string_lossy().into_owned(),
+        ),
+    ];
+    let root = xdg_cache.join("corral");
     std::fs::create_dir_all(&root)?;
     let tmp_before = names_in(&root.join("tmp"));
     let du_before = du(&root);
@@ -616,7 +665,7 @@ fn bomb_run(
         ),
     );
     let sha = head_of(&run.repo);
-    cache_clean(ctx, j, &sha, &tmp_before, &what);
+    cache_clean_in(ctx, j, xdg_cache, &sha, &tmp_before, &what);
     let du_after = du(&root);
     j.breach(
         du_after > du_before + MIB,
@@ -625,16 +674,8 @@ fn bomb_run(
             du_before, du_after
         ),
     );
-    // Free space afterwards: what corral wrote must be gone. Other work shares this disk, so
-    // a drop must persist over a few samples to count.
-    let mut free_after = avail(&root).unwrap_or(0);
-    for _ in 0..3 {
-        if free_before.saturating_sub(free_after) <= AFTER_SLACK {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-        free_after = free_after.max(avail(&root).unwrap_or(0));
-    }
+    // Free space afterwards: what corral wrote must be gone.
+    let free_after = avail(&root).unwrap_or(0);
     let drop_after = free_before.saturating_sub(free_after);
     let drop_during = free_before.saturating_sub(free_min.min(free_before));
     j.require(
@@ -670,10 +711,12 @@ fn bomb_run(
 fn trust_03(ctx: &mut Ctx) -> Result<Verdict> {
     let mut j = Judge::new();
     let repo = tree_repo(ctx, "bomb", "bomb", None)?;
+    let fs = OwnFs::mount(ctx.h.scratch.join("trust-03-cache"))?;
     let probe = bomb_run(
         ctx,
         &mut j,
         &repo,
+        &fs.0,
         ("CORRAL_BASE_MAX_BYTES", BOMB_MAX_BYTES),
         &format!("more than {BOMB_MAX_BYTES} bytes"),
     )?;
@@ -681,6 +724,7 @@ fn trust_03(ctx: &mut Ctx) -> Result<Verdict> {
         ctx,
         &mut j,
         &repo,
+        &fs.0,
         ("CORRAL_BASE_MAX_ENTRIES", BOMB_MAX_ENTRIES),
         &format!("more than {BOMB_MAX_ENTRIES} entries"),
     )?;
