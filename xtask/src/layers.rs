@@ -73,10 +73,14 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
 /// benches), never as normal or build dependencies. `corral-linux`'s tests drive the real
 /// egress proxy through the sandbox (ADR-0030); the library stays independent of it.
 /// corral-contract's tests depend on corral-contract itself, to turn its `schema` feature on
-/// (ADR-0090): no edge to another crate.
+/// (ADR-0090): no edge to another crate. The egress lab's tests and the capture benchmark use
+/// the process primitive's namespace and rusage calls, which keep `unsafe` out of those
+/// crates (ADR-0093).
 pub const DEV_ONLY: &[(&str, &[&str])] = &[
     ("corral-linux", &["corral-egress"]),
     ("corral-contract", &["corral-contract"]),
+    ("corral-egress", &["corral-process"]),
+    ("corral-capture", &["corral-process"]),
 ];
 
 /// One internal dependency edge: the crate depended on, and whether it is a dev-dependency

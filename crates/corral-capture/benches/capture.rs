@@ -142,8 +142,7 @@ fn child_mode(args: &[String]) {
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
-    let kids =
-        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).unwrap();
+    let kids_kib = corral_process::children_peak_rss_kib().unwrap();
     times.sort();
     println!(
         "{} {} {} {} {}",
@@ -151,7 +150,7 @@ fn child_mode(args: &[String]) {
         r.changed_paths.len(),
         r.patch.as_ref().map_or(0, Vec::len),
         hwm_kib,
-        kids.max_rss()
+        kids_kib
     );
 }
 

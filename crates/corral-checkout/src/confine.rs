@@ -28,8 +28,10 @@ use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
     RulesetCreatedAttr, RulesetStatus, path_beneath_rules,
 };
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
-use nix::sched::{CloneFlags, unshare};
+use rustix::mount::{
+    MountFlags, MountPropagationFlags, UnmountFlags, mount, mount_bind_recursive, mount_change,
+    mount_remount, unmount,
+};
 
 /// System folders bound read-only into the helper's root when they exist (symlinks such as a
 /// merged-/usr `/bin -> usr/bin` are recreated as symlinks).
@@ -58,31 +60,24 @@ pub struct Confined {
     pub landlock: &'static str,
 }
 
-fn err(what: &str) -> impl Fn(nix::Error) -> String + '_ {
+fn err(what: &str) -> impl Fn(rustix::io::Errno) -> String + '_ {
     move |e| format!("confining the helper: {what}: {e}")
 }
 
 fn bind(src: &Path, dst: &Path, writable: bool) -> Result<(), String> {
-    bind_with(src, dst, writable, MsFlags::MS_NODEV)
+    bind_with(src, dst, writable, MountFlags::NODEV)
 }
 
 /// `extra` is `MS_NODEV` for everything but the `/dev/null` bind (a device node on a nodev
 /// mount cannot be opened).
-fn bind_with(src: &Path, dst: &Path, writable: bool, extra: MsFlags) -> Result<(), String> {
-    mount(
-        Some(src),
-        dst,
-        None::<&str>,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None::<&str>,
-    )
-    .map_err(err(&format!("bind {}", src.display())))?;
-    let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_NOSUID | extra;
+fn bind_with(src: &Path, dst: &Path, writable: bool, extra: MountFlags) -> Result<(), String> {
+    mount_bind_recursive(src, dst).map_err(err(&format!("bind {}", src.display())))?;
+    let mut flags = MountFlags::BIND | MountFlags::NOSUID | extra;
     if !writable {
-        flags |= MsFlags::MS_RDONLY;
+        flags |= MountFlags::RDONLY;
     }
-    mount(None::<&str>, dst, None::<&str>, flags, None::<&str>)
-        .map_err(err(&format!("remount {}", dst.display())))
+    // A bind remount changes only the flags (its data is ignored).
+    mount_remount(dst, flags, c"").map_err(err(&format!("remount {}", dst.display())))
 }
 
 /// `new_root` + the absolute `path`.
@@ -106,22 +101,20 @@ fn mount_point(src: &Path, dst: &Path) -> Result<(), String> {
 /// Confines the calling process (call it while single-threaded: mount namespaces, Landlock
 /// and capabilities are per thread, inherited by what it starts afterwards).
 pub fn confine(c: &Confinement) -> Result<Confined, String> {
-    unshare(CloneFlags::CLONE_NEWNS).map_err(err("unshare(CLONE_NEWNS)"))?;
-    mount(
-        None::<&str>,
+    corral_process::unshare_namespace(corral_process::Namespace::Mount)
+        .map_err(|e| format!("confining the helper: unshare(CLONE_NEWNS): {e}"))?;
+    mount_change(
         "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
+        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
     )
     .map_err(err("making / private"))?;
     let root = &c.new_root;
     mount(
-        Some("tmpfs"),
+        "tmpfs",
         root,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        Some("mode=0755,size=1m"),
+        "tmpfs",
+        MountFlags::NOSUID | MountFlags::NODEV,
+        c"mode=0755,size=1m",
     )
     .map_err(err("mounting the helper's root"))?;
     for sys in SYSTEM {
@@ -143,8 +136,8 @@ pub fn confine(c: &Confinement) -> Result<Confined, String> {
     }
     // The dynamic linker's cache, and the one device git's plumbing opens.
     for (file, writable, extra) in [
-        ("/etc/ld.so.cache", false, MsFlags::MS_NODEV),
-        ("/dev/null", true, MsFlags::empty()),
+        ("/etc/ld.so.cache", false, MountFlags::NODEV),
+        ("/dev/null", true, MountFlags::empty()),
     ] {
         let src = Path::new(file);
         if src.exists() {
@@ -163,17 +156,16 @@ pub fn confine(c: &Confinement) -> Result<Confined, String> {
     bind(&c.writable, &work, true)?;
     let old = root.join(".old-root");
     fs::create_dir(&old).map_err(|e| format!("confining the helper: {e}"))?;
-    nix::unistd::pivot_root(root, &old).map_err(err("pivot_root"))?;
-    nix::unistd::chdir("/").map_err(err("chdir /"))?;
-    umount2("/.old-root", MntFlags::MNT_DETACH).map_err(err("detaching the host's root"))?;
+    rustix::process::pivot_root(root, &old).map_err(err("pivot_root"))?;
+    rustix::process::chdir("/").map_err(err("chdir /"))?;
+    unmount("/.old-root", UnmountFlags::DETACH).map_err(err("detaching the host's root"))?;
     fs::remove_dir("/.old-root").map_err(|e| format!("confining the helper: {e}"))?;
     // The root itself read-only now that every mount point exists.
-    mount(
-        None::<&str>,
+    // No options: the tmpfs keeps its size and mode.
+    mount_remount(
         "/",
-        None::<&str>,
-        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        None::<&str>,
+        MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV,
+        c"",
     )
     .map_err(err("remounting the helper's root read-only"))?;
 

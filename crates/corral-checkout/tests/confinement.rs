@@ -52,21 +52,21 @@ fn attempts(host_file: &Path, host_dir: &Path, work: &Path) -> Vec<String> {
     );
     let mnt = work.join("mnt");
     let _ = std::fs::create_dir(&mnt);
-    let mounted = nix::mount::mount(
-        Some("tmpfs"),
+    let mounted = rustix::mount::mount(
+        "tmpfs",
         &mnt,
-        Some("tmpfs"),
-        nix::mount::MsFlags::empty(),
-        None::<&str>,
+        "tmpfs",
+        rustix::mount::MountFlags::empty(),
+        None::<&std::ffi::CStr>,
     );
     if mounted.is_ok() {
-        let _ = nix::mount::umount2(&mnt, nix::mount::MntFlags::MNT_DETACH);
+        let _ = rustix::mount::unmount(&mnt, rustix::mount::UnmountFlags::DETACH);
     }
     note("mount", mounted.map_err(std::io::Error::from));
     // Last: on success it leaves this process in a new (unmapped) user namespace.
     note(
         "new user namespace",
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).map_err(std::io::Error::from),
+        corral_process::unshare_namespace(corral_process::Namespace::User),
     );
     out
 }

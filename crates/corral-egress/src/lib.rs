@@ -29,7 +29,6 @@ pub mod http;
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -205,10 +204,7 @@ impl ProxyHandle {
     fn stop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         // Wakes the blocked accept(2): shutdown on a listening socket makes it return EINVAL.
-        let _ = nix::sys::socket::shutdown(
-            std::os::fd::AsRawFd::as_raw_fd(&self.listener.as_fd()),
-            nix::sys::socket::Shutdown::Both,
-        );
+        let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::Both);
         if let Ok(live) = self.shared.live.lock() {
             for stream in live.values().flatten() {
                 let _ = stream.shutdown(Shutdown::Both);
@@ -600,12 +596,13 @@ fn copy_counted(from: &mut TcpStream, to: &mut TcpStream, shared: &Shared) -> io
 }
 
 fn splice_copy(from: &TcpStream, to: &TcpStream, shared: &Shared) -> io::Result<u64> {
-    use nix::fcntl::{FcntlArg, OFlag, SpliceFFlags, fcntl, splice};
+    use rustix::io::Errno;
+    use rustix::pipe::{PipeFlags, SpliceFlags, fcntl_setpipe_size, pipe_with, splice};
     const CHUNK: usize = 256 * 1024;
-    let (pipe_r, pipe_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    let (pipe_r, pipe_w) = pipe_with(PipeFlags::CLOEXEC)?;
     // A larger pipe moves more per call; the default 64 KiB still works if this is refused.
-    let _ = fcntl(&pipe_w, FcntlArg::F_SETPIPE_SZ(CHUNK as i32));
-    let flags = SpliceFFlags::SPLICE_F_MOVE;
+    let _ = fcntl_setpipe_size(&pipe_w, CHUNK);
+    let flags = SpliceFlags::MOVE;
     let mut total = 0u64;
     loop {
         if shared.stop.load(Ordering::Relaxed) || Instant::now() >= shared.limits.deadline {
@@ -614,8 +611,8 @@ fn splice_copy(from: &TcpStream, to: &TcpStream, shared: &Shared) -> io::Result<
         let n = match splice(from, None, &pipe_w, None, CHUNK, flags) {
             Ok(0) => return Ok(total),
             Ok(n) => n,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(nix::errno::Errno::EAGAIN) => return Ok(total),
+            Err(Errno::INTR) => continue,
+            Err(Errno::AGAIN) => return Ok(total),
             Err(e) => return Err(e.into()),
         };
         let mut left = n;
@@ -623,7 +620,7 @@ fn splice_copy(from: &TcpStream, to: &TcpStream, shared: &Shared) -> io::Result<
             match splice(&pipe_r, None, to, None, left, flags) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(m) => left -= m,
-                Err(nix::errno::Errno::EINTR) => {}
+                Err(Errno::INTR) => {}
                 Err(e) => return Err(e.into()),
             }
         }

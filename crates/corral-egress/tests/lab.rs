@@ -211,7 +211,7 @@ fn in_lab_with(
 ) {
     let extra: Vec<String> = allowlist_extra.iter().map(|s| (*s).to_owned()).collect();
     std::thread::spawn(move || {
-        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+        corral_process::unshare_namespace(corral_process::Namespace::Network)
             .expect("unshare(CLONE_NEWNET): run the tests as root");
         sh(&["link", "set", "lo", "up"]);
         for a in [

@@ -533,3 +533,56 @@ pub fn take_inherited_fd(fd: RawFd) -> io::Result<OwnedFd> {
     // and the TAKEN set guarantees no second OwnedFd is ever made for it here.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// A namespace [`unshare_namespace`] can give the calling thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Namespace {
+    /// `CLONE_NEWNS`: a mount namespace of its own (a helper confining itself before it reads
+    /// hostile data, as corral-checkout's does).
+    Mount,
+    /// `CLONE_NEWNET`: a network namespace of its own (the egress lab's tests).
+    Network,
+    /// `CLONE_NEWUSER`: a user namespace of its own (the confinement tests' attack: it must
+    /// be refused; the kernel also refuses it to a multi-threaded caller).
+    User,
+}
+
+/// `unshare(2)` for one namespace: the calling thread gets a new one of that kind. Only
+/// namespace flags: never one that would split the file descriptor table or the file system
+/// attributes between threads, which is what makes the general call unsafe (rustix's
+/// `unshare_unsafe`). It lives here so that the crates above keep `forbid(unsafe_code)`
+/// (ADR-0093).
+///
+/// # Errors
+/// The system call's error (`EPERM` without `CAP_SYS_ADMIN` in the caller's user namespace).
+pub fn unshare_namespace(ns: Namespace) -> io::Result<()> {
+    let flag = match ns {
+        Namespace::Mount => libc::CLONE_NEWNS,
+        Namespace::Network => libc::CLONE_NEWNET,
+        Namespace::User => libc::CLONE_NEWUSER,
+    };
+    // SAFETY: unshare(2) with a single namespace flag takes no pointer and changes only
+    // which namespace this thread is in; no memory or descriptor another thread holds is
+    // affected.
+    if unsafe { libc::unshare(flag) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The largest peak resident set size, in KiB, among the caller's children that have ended
+/// and been waited for (`getrusage(RUSAGE_CHILDREN)`'s `ru_maxrss`): what the benchmarks
+/// report of the helpers' memory.
+///
+/// # Errors
+/// The system call's error.
+pub fn children_peak_rss_kib() -> io::Result<u64> {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage for the call's duration.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &raw mut usage) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::try_from(usage.ru_maxrss).unwrap_or(0))
+}
