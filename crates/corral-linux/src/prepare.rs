@@ -22,8 +22,8 @@ use crate::config::{PROC_MASKED, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_TMP, no_idm
 use crate::egress::{self};
 use crate::landlock;
 use crate::layers::{
-    create_disk, fd_path, idmap_userns, lower_kind, mount_overlay_by_fd, overlay_data,
-    plan_workspace,
+    WorkspacePlan, create_disk, fd_path, idmap_userns, lower_kind, mount_overlay_by_fd,
+    overlay_data, plan_workspace,
 };
 use crate::sys::{self, MountAttr};
 use crate::{LinuxSandboxExecutor, seccomp};
@@ -193,11 +193,18 @@ pub(crate) fn mount_point(
     }
 }
 
-pub(crate) fn prepare(
-    exe: &LinuxSandboxExecutor,
-    input: &RunInput<'_>,
-) -> Result<Prepared, SandboxError> {
-    let cfg = &exe.config;
+/// The read-only flags of every host tree the sandbox shows (private propagation: a clone of
+/// a shared mount would be a peer of the host's).
+fn ro_attr() -> MountAttr {
+    MountAttr {
+        attr_set: sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
+        propagation: libc::MS_PRIVATE,
+        ..MountAttr::default()
+    }
+}
+
+/// The workspace folder's metadata; it must be a folder.
+fn check_workspace(input: &RunInput<'_>) -> Result<fs::Metadata, SandboxError> {
     let ws_meta = fs::metadata(input.workspace).map_err(|e| {
         SandboxError::InvalidRequest(format!("workspace {}: {e}", input.workspace.display()))
     })?;
@@ -207,20 +214,42 @@ pub(crate) fn prepare(
             input.workspace.display()
         )));
     }
+    Ok(ws_meta)
+}
+
+/// The executable that runs: the file the caller hashed (or opened here), its real path, and
+/// whether a tree the sandbox shows already holds that path.
+struct Executable<'a> {
+    given: Option<&'a fs::File>,
+    opened: Option<fs::File>,
+    real: String,
+    visible: bool,
+}
+
+impl Executable<'_> {
+    fn file(&self) -> &fs::File {
+        match (self.given, &self.opened) {
+            (Some(f), _) => f,
+            (None, Some(f)) => f,
+            (None, None) => unreachable!("an Executable holds a file"),
+        }
+    }
+}
+
+/// The file that runs is the one the caller hashed (symbolic links followed, as npm and pip
+/// install agents: `/usr/local/bin/codex -> ../lib/node_modules/...`). It is bound read-only
+/// at its real path, over whatever that path shows, and the worker execs that path: the bytes
+/// that run are the bytes recorded, and the install root beside the file (its modules, its
+/// interpreter) is where the agent looks for it.
+fn executable<'a>(input: &RunInput<'a>) -> Result<Executable<'a>, SandboxError> {
     let exe_path = &input.exec.executable;
     if !exe_path.starts_with('/') {
         return Err(SandboxError::InvalidRequest(format!(
             "executable {exe_path:?} is not absolute"
         )));
     }
-    // The file that runs is the one the caller hashed (symbolic links followed, as npm and
-    // pip install agents: `/usr/local/bin/codex -> ../lib/node_modules/...`). It is bound
-    // read-only at its real path, over whatever that path shows, and the worker execs that
-    // path: the bytes that run are the bytes recorded, and the install root beside the file
-    // (its modules, its interpreter) is where the agent looks for it.
-    let opened;
-    let exe_file = match input.executable {
-        Some(f) => f,
+    let opened = match input.executable {
+        Some(_) => None,
         None => {
             let bad =
                 |e: String| SandboxError::InvalidRequest(format!("executable {exe_path:?}: {e}"));
@@ -231,26 +260,36 @@ pub(crate) fn prepare(
             {
                 return Err(bad("not a regular file".into()));
             }
-            opened = fs::File::open(exe_path).map_err(|e| bad(e.to_string()))?;
-            &opened
+            Some(fs::File::open(exe_path).map_err(|e| bad(e.to_string()))?)
         }
     };
-    let exe_real = corral_sandbox::executable_real_path(exe_file)
+    let mut exe = Executable {
+        given: input.executable,
+        opened,
+        real: String::new(),
+        visible: false,
+    };
+    exe.real = corral_sandbox::executable_real_path(exe.file())
         .map_err(|why| SandboxError::InvalidRequest(format!("executable {exe_path:?}: {why}")))?;
-    let exe_visible = SYSTEM_TREES
+    exe.visible = SYSTEM_TREES
         .iter()
         .copied()
         .chain(input.exec.read_only_paths.iter().map(String::as_str))
-        .any(|t| exe_real == t || exe_real.starts_with(&format!("{t}/")));
-    let ws_plan = plan_workspace(input.workspace, input.writable, input.forbidden)?;
+        .any(|t| exe.real == t || exe.real.starts_with(&format!("{t}/")));
+    Ok(exe)
+}
 
-    // The disk and its layout.
-    let disk = create_disk(input.limits.disk_bytes.get())?;
-    let base = fd_path(&disk);
+/// The sandbox's own files on the run's disk: the root's folders, the private /tmp, /dev/shm,
+/// HOME (with the preset's `home_files`) and the overlay's work folder, the worker's passwd
+/// and group, hosts, hostname, nsswitch.conf and /dev's links.
+fn lay_out_skeleton(
+    base: &Path,
+    (uid, gid): (u32, u32),
+    input: &RunInput<'_>,
+) -> Result<Skeleton, SandboxError> {
     let sk = Skeleton {
         base: base.join("root"),
     };
-    let (uid, gid) = (cfg.worker_uid, cfg.worker_gid);
     let mk = |r: io::Result<()>, what: &str| r.map_err(|e| setup_err(what, e));
     mk(fs::create_dir(base.join("root")), "root")?;
     for d in [
@@ -320,46 +359,72 @@ pub(crate) fn prepare(
     ] {
         mk(sk.symlink(link.0, Path::new(link.1)), link.0)?;
     }
+    Ok(sk)
+}
 
-    let mut keep: Vec<OwnedFd> = Vec::new();
-    let mut trees: Vec<TreeMount> = Vec::new();
-    // Every clone of a host tree is made private: a clone of a shared mount (systemd makes
-    // `/` shared) is a peer of the host's, so a mount made on top of it in the sandbox (the
-    // executable, bound over its own path) would propagate to the host, and host mounts
-    // would appear in a running sandbox.
-    let private = libc::MS_PRIVATE;
-    let ro_attr = MountAttr {
-        attr_set: sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV,
-        propagation: private,
-        ..MountAttr::default()
-    };
-    let mut add_tree = |host: &str,
-                        target_rel: &str,
-                        recursive: bool,
-                        attr: &MountAttr|
-     -> Result<(), SandboxError> {
+/// The detached clones of host trees init mounts into the new root, the descriptors that keep
+/// them, and the paths beneath the private /tmp or HOME (mounted after those, `late`).
+#[derive(Default)]
+struct Trees {
+    trees: Vec<TreeMount>,
+    keep: Vec<OwnedFd>,
+    late: Vec<String>,
+}
+
+impl Trees {
+    /// Clones `host` (with what is mounted beneath it when `recursive`), sets `attr` on the
+    /// clone, and plans it at `target_rel` in the new root.
+    fn add(
+        &mut self,
+        host: &str,
+        target_rel: &str,
+        recursive: bool,
+        attr: &MountAttr,
+    ) -> Result<(), SandboxError> {
         let fd = sys::open_tree_clone(host, recursive).map_err(|e| setup_err("bind", e))?;
         sys::mount_setattr(fd.as_fd(), recursive, attr)
             .map_err(|e| setup_err(&format!("mount_setattr {host}"), e))?;
-        trees.push(TreeMount {
+        self.push(fd, target_rel)
+    }
+
+    fn push(&mut self, fd: OwnedFd, target_rel: &str) -> Result<(), SandboxError> {
+        self.trees.push(TreeMount {
             fd: fd.as_raw_fd(),
             target: cstring(&format!(
                 "{NEW_ROOT}/{}",
                 target_rel.trim_start_matches('/')
             ))?,
         });
-        keep.push(fd);
+        self.keep.push(fd);
         Ok(())
-    };
-    for t in SYSTEM_TREES {
-        match fs::symlink_metadata(t) {
+    }
+}
+
+/// The host's trees the sandbox shows, read-only: the system folders, a few of /etc, the
+/// device nodes, the preset's `read_only_paths`, and the executable as hashed at its real
+/// path (a mount point only where no tree above shows that path).
+fn host_trees(
+    sk: &Skeleton,
+    base: &Path,
+    input: &RunInput<'_>,
+    exe: &Executable<'_>,
+) -> Result<Trees, SandboxError> {
+    let mk = |r: io::Result<()>, what: &str| r.map_err(|e| setup_err(what, e));
+    let mut t = Trees::default();
+    // Every clone of a host tree is made private: a clone of a shared mount (systemd makes
+    // `/` shared) is a peer of the host's, so a mount made on top of it in the sandbox (the
+    // executable, bound over its own path) would propagate to the host, and host mounts
+    // would appear in a running sandbox.
+    let ro = ro_attr();
+    for tree in SYSTEM_TREES {
+        match fs::symlink_metadata(tree) {
             Ok(m) if m.file_type().is_symlink() => {
-                let target = fs::read_link(t).map_err(|e| setup_err(t, e))?;
-                mk(sk.symlink(t, &target), t)?;
+                let target = fs::read_link(tree).map_err(|e| setup_err(tree, e))?;
+                mk(sk.symlink(tree, &target), tree)?;
             }
             Ok(m) if m.is_dir() => {
-                mk(sk.dir(t, 0o755), t)?;
-                add_tree(t, t, true, &ro_attr)?;
+                mk(sk.dir(tree, 0o755), tree)?;
+                t.add(tree, tree, true, &ro)?;
             }
             _ => {}
         }
@@ -367,7 +432,7 @@ pub(crate) fn prepare(
     for d in ETC_DIRS {
         if fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()) {
             mk(sk.dir(d, 0o755), d)?;
-            add_tree(d, d, true, &ro_attr)?;
+            t.add(d, d, true, &ro)?;
         }
     }
     for f in ETC_FILES {
@@ -378,22 +443,21 @@ pub(crate) fn prepare(
             }
             Ok(m) if m.is_file() => {
                 mk(sk.file(f, b"", 0o644), f)?;
-                add_tree(f, f, false, &ro_attr)?;
+                t.add(f, f, false, &ro)?;
             }
             _ => {}
         }
     }
     let dev_attr = MountAttr {
         attr_set: sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
-        propagation: private,
+        propagation: libc::MS_PRIVATE,
         ..MountAttr::default()
     };
     for n in DEV_NODES {
         let rel = format!("dev/{n}");
         mk(sk.file(&rel, b"", 0o666), &rel)?;
-        add_tree(&format!("/dev/{n}"), &rel, false, &dev_attr)?;
+        t.add(&format!("/dev/{n}"), &rel, false, &dev_attr)?;
     }
-    let mut late: Vec<String> = Vec::new();
     for p in input.exec.read_only_paths.iter().map(String::as_str) {
         if SYSTEM_TREES
             .iter()
@@ -403,43 +467,46 @@ pub(crate) fn prepare(
         }
         let m = fs::metadata(p)
             .map_err(|e| SandboxError::InvalidRequest(format!("read_only_path {p}: {e}")))?;
-        if let Some(t) = corral_sandbox::sandbox_own_tree(p) {
+        if let Some(own) = corral_sandbox::sandbox_own_tree(p) {
             return Err(SandboxError::InvalidRequest(format!(
-                "{p} lies under {t}, which the sandbox mounts over, so the worker could not see it"
+                "{p} lies under {own}, which the sandbox mounts over, so the worker could not see it"
             )));
         }
-        mk(mount_point(&sk, &base, &mut late, p, m.is_dir(), true), p)?;
-        add_tree(p, p, true, &ro_attr)?;
+        mk(mount_point(sk, base, &mut t.late, p, m.is_dir(), true), p)?;
+        t.add(p, p, true, &ro)?;
     }
     // The executable as hashed, at its real path: a mount point only where no tree above
     // shows that path; under a private /tmp or HOME it is mounted last, as those trees are.
-    let exe_tree = sys::open_tree_clone_fd(exe_file.as_fd())
-        .map_err(|e| setup_err(&format!("bind the executable {exe_real}"), e))?;
-    sys::mount_setattr(exe_tree.as_fd(), false, &ro_attr)
-        .map_err(|e| setup_err(&format!("mount_setattr {exe_real}"), e))?;
+    let exe_tree = sys::open_tree_clone_fd(exe.file().as_fd())
+        .map_err(|e| setup_err(&format!("bind the executable {}", exe.real), e))?;
+    sys::mount_setattr(exe_tree.as_fd(), false, &ro)
+        .map_err(|e| setup_err(&format!("mount_setattr {}", exe.real), e))?;
     mk(
-        mount_point(&sk, &base, &mut late, &exe_real, false, !exe_visible),
-        &exe_real,
+        mount_point(sk, base, &mut t.late, &exe.real, false, !exe.visible),
+        &exe.real,
     )?;
-    trees.push(TreeMount {
-        fd: exe_tree.as_raw_fd(),
-        target: cstring(&format!("{NEW_ROOT}/{}", exe_real.trim_start_matches('/')))?,
-    });
-    keep.push(exe_tree);
+    t.push(exe_tree, &exe.real)?;
+    Ok(t)
+}
 
-    let late_targets: Vec<CString> = late
-        .iter()
-        .map(|p| cstring(&format!("{NEW_ROOT}/{}", p.trim_start_matches('/'))))
-        .collect::<Result<_, _>>()?;
-    let (late_trees, mut trees): (Vec<TreeMount>, Vec<TreeMount>) = trees
-        .into_iter()
-        .partition(|t| late_targets.contains(&t.target));
-
-    // The workspace: idmapped read-only lower, upper and work on the disk.
+/// The workspace: its read-only lower layer (idmapped to the worker when another user owns
+/// it), the upper and work folders on the run's disk with the writable folders the base tree
+/// lacks, and the overlay: a detached mount added to `t`, or (a kernel without overlay by
+/// descriptor) what init needs to mount it by path.
+fn workspace_layers(
+    exe: &LinuxSandboxExecutor,
+    input: &RunInput<'_>,
+    ws_meta: &fs::Metadata,
+    ws_plan: &WorkspacePlan,
+    base: &Path,
+    t: &mut Trees,
+) -> Result<Option<OverlayByPath>, SandboxError> {
+    let (uid, gid) = (exe.config.worker_uid, exe.config.worker_gid);
+    let mk = |r: io::Result<()>, what: &str| r.map_err(|e| setup_err(what, e));
     let owner = (ws_meta.uid(), ws_meta.gid());
     let lower = sys::open_tree_clone(&input.workspace.to_string_lossy(), false)
         .map_err(|e| setup_err("workspace", e))?;
-    let mut lower_attr = ro_attr;
+    let mut lower_attr = ro_attr();
     let idmapped = owner != (uid, gid);
     let userns;
     if idmapped {
@@ -470,7 +537,7 @@ pub(crate) fn prepare(
         fs::set_permissions(&upper, fs::Permissions::from_mode(ws_meta.mode() & 0o7777)),
         "upper",
     )?;
-    let (ou, og) = map_owner(&ws_meta);
+    let (ou, og) = map_owner(ws_meta);
     mk(sys::lchown(&upper, ou, og), "upper owner")?;
     for rel in &ws_plan.create {
         let mut cur = String::new();
@@ -499,20 +566,16 @@ pub(crate) fn prepare(
     let upper_fd = OwnedFd::from(fs::File::open(&upper).map_err(|e| setup_err("upper", e))?);
     let work_fd =
         OwnedFd::from(fs::File::open(base.join("work")).map_err(|e| setup_err("work", e))?);
-    let mut overlay_by_path = None;
     match mount_overlay_by_fd(&lower, &upper_fd, &work_fd).map_err(|e| setup_err("overlay", e))? {
         Some(ovl_mnt) => {
-            trees.push(TreeMount {
-                fd: ovl_mnt.as_raw_fd(),
-                target: cstring(&format!("{NEW_ROOT}/workspace"))?,
-            });
-            keep.push(ovl_mnt);
+            t.push(ovl_mnt, "/workspace")?;
+            Ok(None)
         }
         None => {
             // Init attaches the lower here (on the disk, outside every bind the worker sees),
             // mounts overlay by path, and detaches it again.
             mk(fs::create_dir(base.join(".lower")), "overlay lower point")?;
-            overlay_by_path = Some(OverlayByPath {
+            let by_path = OverlayByPath {
                 lower_fd: lower.as_raw_fd(),
                 lower_point: cstring(&format!("{ATTACH}/.lower"))?,
                 target: cstring(&format!("{NEW_ROOT}/workspace"))?,
@@ -521,21 +584,22 @@ pub(crate) fn prepare(
                     &format!("{ATTACH}/upper"),
                     &format!("{ATTACH}/work"),
                 ))?,
-            });
+            };
             // Open until init has attached it.
-            keep.push(lower);
+            t.keep.push(lower);
+            Ok(Some(by_path))
         }
     }
+}
 
-    // Pipes: sync (supervisor -> init), error and status (init/worker -> supervisor), stdio.
-    let (sync_rx, sync_tx) = cloexec_pipe()?;
-    let (err_rx, err_tx) = cloexec_pipe()?;
-    let (status_rx, status_tx) = cloexec_pipe()?;
-    let (stdin_r, stdin_w) = cloexec_pipe()?;
-    let (stdout_r, stdout_w) = cloexec_pipe()?;
-    let (stderr_r, stderr_w) = cloexec_pipe()?;
-
-    // Worker environment: exactly ExecSpec.env plus the fixed PATH, HOME and TMPDIR.
+/// What the worker execs with: the executable's real path, argv, exactly ExecSpec.env plus
+/// the fixed PATH, HOME and TMPDIR (and the proxy's variables in allowlist mode), its ids,
+/// rlimits and the seccomp filter.
+fn worker_plan(
+    input: &RunInput<'_>,
+    exe_real: &str,
+    (uid, gid): (u32, u32),
+) -> Result<WorkerPlan, SandboxError> {
     let mut env = input.exec.env.clone();
     env.insert("PATH".into(), SANDBOX_PATH.into());
     env.insert("HOME".into(), SANDBOX_HOME.into());
@@ -547,7 +611,7 @@ pub(crate) fn prepare(
         .iter()
         .map(|(k, v)| cstring(&format!("{k}={v}")))
         .collect::<Result<_, _>>()?;
-    let mut argv = vec![cstring(exe_path)?];
+    let mut argv = vec![cstring(&input.exec.executable)?];
     for a in &input.exec.args {
         argv.push(cstring(a)?);
     }
@@ -558,8 +622,8 @@ pub(crate) fn prepare(
             .collect::<Vec<_>>()
     };
     let cpu = input.limits.cpu_seconds.get();
-    let worker = WorkerPlan {
-        exe: cstring(&exe_real)?,
+    Ok(WorkerPlan {
+        exe: cstring(exe_real)?,
         argv_ptrs: ptrs(&argv),
         argv,
         envp_ptrs: ptrs(&envp),
@@ -590,10 +654,15 @@ pub(crate) fn prepare(
         ],
         cap_last: cap_last(),
         filter: seccomp::worker_filter().map_err(|e| setup_err("seccomp", e))?,
-    };
+    })
+}
 
-    let abi = exe.report.landlock_abi;
-    let landlock_plan = (abi >= 1).then(|| {
+/// The worker's Landlock ruleset at this ABI (`None` below ABI 1): read and execute beneath
+/// `/`; everything beneath the private /tmp, HOME, /dev/shm and the writable workspace
+/// folders; the device nodes' file rights but execute; `/dev/pts` as well as its listing.
+/// Pure: what a path gets is decided here, init only opens the paths.
+fn landlock_plan(abi: u32, ws_plan: &WorkspacePlan) -> Option<LandlockPlan> {
+    (abi >= 1).then(|| {
         let all = landlock::handled_fs(abi);
         let dev_rights = landlock::file_rights(abi) & !landlock::ACCESS_FS_EXECUTE;
         let mut rules = vec![LandlockRule {
@@ -636,7 +705,48 @@ pub(crate) fn prepare(
             },
             rules,
         }
-    });
+    })
+}
+
+/// Step 1: everything a run needs before `clone`, in the order the sandbox is built: the
+/// request's checks, the run's disk and its skeleton, the host's trees, the workspace's
+/// layers, the pipes, the worker's exec, Landlock, and the [`Plan`] init follows.
+pub(crate) fn prepare(
+    exe: &LinuxSandboxExecutor,
+    input: &RunInput<'_>,
+) -> Result<Prepared, SandboxError> {
+    let cfg = &exe.config;
+    let ids = (cfg.worker_uid, cfg.worker_gid);
+    let ws_meta = check_workspace(input)?;
+    let executable = executable(input)?;
+    let ws_plan = plan_workspace(input.workspace, input.writable, input.forbidden)?;
+
+    let disk = create_disk(input.limits.disk_bytes.get())?;
+    let base = fd_path(&disk);
+    let sk = lay_out_skeleton(&base, ids, input)?;
+    let mut t = host_trees(&sk, &base, input, &executable)?;
+    let overlay_by_path = workspace_layers(exe, input, &ws_meta, &ws_plan, &base, &mut t)?;
+    let late_targets: Vec<CString> = t
+        .late
+        .iter()
+        .map(|p| cstring(&format!("{NEW_ROOT}/{}", p.trim_start_matches('/'))))
+        .collect::<Result<_, _>>()?;
+    let (late_trees, trees): (Vec<TreeMount>, Vec<TreeMount>) = t
+        .trees
+        .into_iter()
+        .partition(|t| late_targets.contains(&t.target));
+    let keep = t.keep;
+
+    // Pipes: sync (supervisor -> init), error and status (init/worker -> supervisor), stdio.
+    let (sync_rx, sync_tx) = cloexec_pipe()?;
+    let (err_rx, err_tx) = cloexec_pipe()?;
+    let (status_rx, status_tx) = cloexec_pipe()?;
+    let (stdin_r, stdin_w) = cloexec_pipe()?;
+    let (stdout_r, stdout_w) = cloexec_pipe()?;
+    let (stderr_r, stderr_w) = cloexec_pipe()?;
+
+    let worker = worker_plan(input, &executable.real, ids)?;
+    let landlock_plan = landlock_plan(exe.report.landlock_abi, &ws_plan);
 
     let mut keep_fds: Vec<RawFd> = vec![
         sync_rx.as_raw_fd(),
@@ -763,4 +873,75 @@ pub(crate) fn write_home_files(
         sys::fchown(f.as_fd(), uid, gid).map_err(|e| err(path, e))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::landlock::{
+        ACCESS_FS_EXECUTE, ACCESS_FS_MAKE_REG, ACCESS_FS_READ_FILE, ACCESS_FS_WRITE_FILE,
+    };
+
+    fn rules(plan: &LandlockPlan) -> Vec<(String, u64)> {
+        plan.rules
+            .iter()
+            .map(|r| (r.path.to_string_lossy().into_owned(), r.rights))
+            .collect()
+    }
+
+    /// Only the writable folders of the scope get write rights: `/` is read and execute, a
+    /// device node (or a terminal in `/dev/pts`) never executes, and a workspace whose top is not writable has no rule for
+    /// `/workspace` itself. Control: a scope that allows the whole tree gets `/workspace`.
+    #[test]
+    fn landlock_writes_only_where_the_scope_allows() {
+        let abi = 2;
+        let scoped = WorkspacePlan {
+            writable: vec!["src".into(), "docs/api".into()],
+            ..WorkspacePlan::default()
+        };
+        let plan = landlock_plan(abi, &scoped).unwrap();
+        let r = rules(&plan);
+        let write = |p: &str| {
+            r.iter()
+                .any(|(path, rights)| path == p && rights & ACCESS_FS_WRITE_FILE != 0)
+        };
+        for p in [
+            "/workspace/src",
+            "/workspace/docs/api",
+            SANDBOX_TMP,
+            SANDBOX_HOME,
+            "/dev/shm",
+        ] {
+            assert!(write(p), "{p}: {r:?}");
+        }
+        assert!(!r.iter().any(|(p, _)| p == "/workspace"), "{r:?}");
+        let root = r.iter().find(|(p, _)| p == "/").unwrap().1;
+        assert_eq!(
+            root & (ACCESS_FS_WRITE_FILE | ACCESS_FS_MAKE_REG),
+            0,
+            "{r:?}"
+        );
+        assert_ne!(root & ACCESS_FS_READ_FILE, 0, "{r:?}");
+        let nodes: Vec<String> = DEV_NODES.iter().map(|n| format!("/dev/{n}")).collect();
+        for (p, rights) in r
+            .iter()
+            .filter(|(p, _)| nodes.contains(p) || p == "/dev/pts")
+        {
+            assert_eq!(rights & ACCESS_FS_EXECUTE, 0, "{p}: {r:?}");
+        }
+        assert_eq!(plan.attr.handled_access_fs, landlock::handled_fs(abi));
+        // Control: the whole tree writable.
+        let whole = WorkspacePlan {
+            root_writable: true,
+            ..WorkspacePlan::default()
+        };
+        let r = rules(&landlock_plan(abi, &whole).unwrap());
+        assert!(
+            r.iter()
+                .any(|(p, rights)| p == "/workspace" && rights & ACCESS_FS_WRITE_FILE != 0),
+            "{r:?}"
+        );
+        // No Landlock, no plan (the probe has refused such a host already).
+        assert!(landlock_plan(0, &whole).is_none());
+    }
 }
