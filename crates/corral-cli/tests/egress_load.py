@@ -40,14 +40,8 @@ def code_of(head):
     return ""
 
 
-def ask(line):
-    """One command through a fresh tunnel; returns the whole answer, or the refusal."""
-    s = socket.create_connection(PROXY)
-    s.sendall(CONNECT)
-    first, _ = status_line(s)
-    if " 200 " not in first:
-        s.close()
-        return "refused: " + first
+def command(s, line):
+    """Sends one command line over an open tunnel; returns the whole answer and closes it."""
     s.sendall(line.encode() + b"\n")
     data = b""
     while True:
@@ -57,6 +51,17 @@ def ask(line):
         data += c
     s.close()
     return data.decode(errors="replace").strip()
+
+
+def ask(line):
+    """One command through a fresh tunnel; returns the whole answer, or the refusal."""
+    s = socket.create_connection(PROXY)
+    s.sendall(CONNECT)
+    first, _ = status_line(s)
+    if " 200 " not in first:
+        s.close()
+        return "refused: " + first
+    return command(s, line)
 
 
 tally = {"start": ask("MARK start")}
@@ -86,15 +91,7 @@ tally["burst"] = {"statuses": statuses, "codes": codes}
 if barrier is None:
     tally["after_burst"] = "no burst tunnel was served"
 else:
-    barrier.sendall(b"IDLE\n")
-    answer = b""
-    while True:
-        c = barrier.recv(4096)
-        if not c:
-            break
-        answer += c
-    barrier.close()
-    tally["after_burst"] = answer.decode(errors="replace").strip()
+    tally["after_burst"] = command(barrier, "IDLE")
 
 # 2. Half-open clients, one big download and ordinary requests, all at once.
 slow_result = []

@@ -66,14 +66,22 @@ fn timeout_kills_term_ignoring_stopped_and_forking_tasks() {
     let ws = Workspace::new("timeout");
     let m = marker("timeout");
     let mut c = Case::sh(&format!(
-        "trap '' TERM INT HUP; (trap '' TERM; while :; do sleep 1000 & sleep 0.1; done) & sh -c 'kill -STOP $$' & {} daemon {m}; while :; do :; done",
+        "trap '' TERM INT HUP; (trap '' TERM; while :; do sleep 1000 & sleep 0.1; done) & sh -c 'kill -STOP $$' & {} daemon {m}; echo ready; while :; do :; done",
         attack_bin()
     ));
     c.use_attack_as_shell();
-    c.budget.wall = 2;
+    // The budget counts from before set-up: 10 s leaves an emulated guest time to start the
+    // worker, whose `ready` proves every task the timeout must end was there.
+    c.budget.wall = 10;
     let t = Instant::now();
     let o = c.run(&ws);
     assert_eq!(o.termination, Termination::WallTimeout);
+    assert!(
+        text(&o.stdout.bytes).contains("ready"),
+        "the worker never started its tasks within the budget: {} {}",
+        text(&o.stdout.bytes),
+        text(&o.stderr.bytes)
+    );
     // The workers never end on their own: the budget ended them. The bound catches a
     // supervisor that waits on TERM-ignoring tasks; it is not a pace (an emulated guest
     // needs seconds to set up and tear down a sandbox).

@@ -74,7 +74,7 @@ pub fn extra_fixtures() -> Vec<(String, String, bool)> {
 /// returned promptly" adds to the worker's own time.
 pub struct Trivial {
     pub run: RunObs,
-    /// Twice the trivial run's whole time plus a second, at least 4 s.
+    /// Three times the trivial run's whole time plus two seconds, at least 8 s.
     pub grace: Duration,
 }
 
@@ -93,7 +93,12 @@ pub fn trivial_run(ctx: &mut Ctx, spec: &RunSpec, j: &mut Judge) -> Result<Trivi
         run.termination() == "exited" && run.exit_code() == Some(0) && run.out() == "trivial\n",
         format!("the trivial run ran ({})", describe(&run)),
     );
-    let grace = Duration::from_secs(4).max(run.elapsed * 2 + Duration::from_secs(1));
+    // The load beside the suite changes between the trivial run and the case's (a guest
+    // booting, a build): 6.6 s against a bound of 6.6 s (PROC-02, 6.1 guest, 2026-12-06) with
+    // twice-plus-one, at least 4 s. What the bounds tell apart is a corral that returns
+    // promptly from one that waits out a 30 s wall budget, never returns, or reads a
+    // terabyte (CAP-12), so the grace can be generous.
+    let grace = Duration::from_secs(8).max(run.elapsed * 3 + Duration::from_secs(2));
     Ok(Trivial { run, grace })
 }
 

@@ -228,6 +228,11 @@ pub(super) fn names_in(dir: &Path) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
+/// `corral cache ls --json` with the environment of the harness's runs.
+fn cache_ls(ctx: &Ctx) -> Result<Value> {
+    cache_ls_in(ctx, &ctx.h.scratch.join("cache"))
+}
+
 /// `corral cache ls --json` with the harness's environment and this `XDG_CACHE_HOME`.
 fn cache_ls_in(ctx: &Ctx, xdg_cache: &Path) -> Result<Value> {
     let s = ctx.h.scratch.to_string_lossy().into_owned();
@@ -252,20 +257,7 @@ fn cache_ls_in(ctx: &Ctx, xdg_cache: &Path) -> Result<Value> {
 /// Nothing of a refused base may stay in the cache: no `base/<sha>` entry (checkout or
 /// `.meta`), nothing `corral cache ls` lists for it, nothing new in `tmp/`.
 fn cache_clean(ctx: &Ctx, j: &mut Judge, sha: &str, tmp_before: &BTreeSet<String>, what: &str) {
-    let xdg_cache = ctx.h.scratch.join("cache");
-    cache_clean_in(ctx, j, &xdg_cache, sha, tmp_before, what);
-}
-
-/// [`cache_clean`] for the cache beneath this `XDG_CACHE_HOME`.
-fn cache_clean_in(
-    ctx: &Ctx,
-    j: &mut Judge,
-    xdg_cache: &Path,
-    sha: &str,
-    tmp_before: &BTreeSet<String>,
-    what: &str,
-) {
-    let root = xdg_cache.join("corral");
+    let root = cache_root(ctx);
     let left: Vec<String> = names_in(&root.join("tmp"))
         .into_iter()
         .filter(|n| n.starts_with(sha) || !tmp_before.contains(n))
@@ -281,7 +273,7 @@ fn cache_clean_in(
             format!("{what}: the cache holds {}", p.display()),
         );
     }
-    match cache_ls_in(ctx, xdg_cache) {
+    match cache_ls(ctx) {
         Ok(doc) => {
             let listed = doc["entries"]
                 .as_array()
@@ -521,58 +513,9 @@ fn trust_02(ctx: &mut Ctx) -> Result<Verdict> {
 const BOMB_MAX_BYTES: u64 = 64 << 20;
 const BOMB_MAX_ENTRIES: u64 = 40;
 const MIB: u64 = 1 << 20;
-/// Free space the case tolerates losing after a refused run: none beyond one page per file
-/// corral may keep (its cache's lock and state files). The cache has a file system of its
-/// own, so no other writer moves the figure.
-const AFTER_SLACK: u64 = MIB;
-/// Free space the case tolerates losing *during* a run beyond the ceiling: the writer stops
-/// at the first file past it (the bomb's files are 1 MiB; measured: 61-65 MiB at the 64 MiB
-/// ceiling, sampled every 100 ms).
+/// What the case tolerates beyond the ceiling in the cache's in-progress folder during a
+/// run: the writer stops at the first file past it (the bomb's files are 1 MiB).
 const DURING_SLACK: u64 = 16 * MIB;
-/// The size of the case's own cache file system: the ceiling and its slack, and room to spare.
-const CACHE_FS: &std::ffi::CStr = c"size=1g,mode=0755";
-
-/// A tmpfs of the case's own, mounted on a folder in its scratch and detached when dropped:
-/// the cache's file system, whose free space no other work on the host moves (a guest's disk
-/// image or a build beside the suite shared the host's root with it before).
-struct OwnFs(PathBuf);
-
-impl OwnFs {
-    fn mount(dir: PathBuf) -> Result<Self> {
-        std::fs::create_dir_all(&dir)?;
-        rustix::mount::mount(
-            "corral-trust-03",
-            &dir,
-            "tmpfs",
-            rustix::mount::MountFlags::NOSUID | rustix::mount::MountFlags::NODEV,
-            CACHE_FS,
-        )
-        .with_context(|| format!("mounting a tmpfs on {}", dir.display()))?;
-        Ok(Self(dir))
-    }
-}
-
-impl Drop for OwnFs {
-    fn drop(&mut self) {
-        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
-
-/// Free bytes of the file system holding `p`.
-fn avail(p: &Path) -> Option<u64> {
-    let out = Command::new("df")
-        .args(["-B1", "--output=avail"])
-        .arg(p)
-        .output()
-        .ok()?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .nth(1)?
-        .trim()
-        .parse()
-        .ok()
-}
 
 /// Apparent size of a tree (`du -sb`).
 fn du(p: &Path) -> u64 {
@@ -590,25 +533,26 @@ fn du(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Samples the free space of a file system every 100 ms until stopped; returns the minimum.
-struct DfMonitor {
+/// Samples the size of a folder (`du -sb`) every 100 ms until stopped; returns the largest.
+/// What corral writes there, and nothing else: the host's free space, which this case judged
+/// before, moves with every other writer (a build beside the suite moved it by 19 MiB, and
+/// the guests' disk images live on the same file system in CI).
+struct DuMonitor {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<u64>>,
 }
 
-impl DfMonitor {
+impl DuMonitor {
     fn start(p: PathBuf) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::spawn(move || {
-            let mut min = u64::MAX;
+            let mut max = 0;
             while !flag.load(Ordering::SeqCst) {
-                if let Some(a) = avail(&p) {
-                    min = min.min(a);
-                }
+                max = max.max(du(&p));
                 std::thread::sleep(Duration::from_millis(100));
             }
-            min
+            max
         });
         Self {
             stop,
@@ -629,32 +573,25 @@ fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / MIB as f64)
 }
 
-/// One run of the bomb with an operator ceiling (`env`), judged from the outside; corral's
-/// cache is beneath `xdg_cache`, on a file system of its own.
+/// One run of the bomb with an operator ceiling (`env`), judged from the outside.
 fn bomb_run(
     ctx: &mut Ctx,
     j: &mut Judge,
     repo: &str,
-    xdg_cache: &Path,
     env: (&str, u64),
     detail: &str,
 ) -> Result<PathBuf> {
     let mut spec = base_spec(repo.to_owned());
-    spec.corral_env = vec![
-        (env.0.to_owned(), env.1.to_string()),
-        (
-            "XDG_CACHE_HOME".to_owned(),
-            xdg_cache.to_string_lossy().into_owned(),
-        ),
-    ];
-    let root = xdg_cache.join("corral");
+    spec.corral_env = vec![(env.0.to_owned(), env.1.to_string())];
+    let root = cache_root(ctx);
     std::fs::create_dir_all(&root)?;
     let tmp_before = names_in(&root.join("tmp"));
     let du_before = du(&root);
-    let free_before = avail(&root).unwrap_or(0);
-    let monitor = DfMonitor::start(root.clone());
+    let tmp_du_before = du(&root.join("tmp"));
+    // Where a base checkout is written until it is complete.
+    let monitor = DuMonitor::start(root.join("tmp"));
     let run = ctx.run(&spec, &vars([]))?;
-    let free_min = monitor.stop();
+    let tmp_du_max = monitor.stop();
     let what = format!("{}={}", env.0, env.1);
     base_refused(j, &run, "base_checkout_limit", None, &what);
     j.require(
@@ -665,7 +602,7 @@ fn bomb_run(
         ),
     );
     let sha = head_of(&run.repo);
-    cache_clean_in(ctx, j, xdg_cache, &sha, &tmp_before, &what);
+    cache_clean(ctx, j, &sha, &tmp_before, &what);
     let du_after = du(&root);
     j.breach(
         du_after > du_before + MIB,
@@ -674,35 +611,23 @@ fn bomb_run(
             du_before, du_after
         ),
     );
-    // Free space afterwards: what corral wrote must be gone.
-    let free_after = avail(&root).unwrap_or(0);
-    let drop_after = free_before.saturating_sub(free_after);
-    let drop_during = free_before.saturating_sub(free_min.min(free_before));
-    j.require(
-        free_before > 0,
-        format!("{what}: df reported the free space"),
-    );
+    let grew_during = tmp_du_max.saturating_sub(tmp_du_before);
     j.breach(
-        drop_after > AFTER_SLACK,
+        grew_during > BOMB_MAX_BYTES + DURING_SLACK,
         format!(
-            "{what}: the cache's file system has {} less free space after the refused run",
-            mib(drop_after)
-        ),
-    );
-    j.breach(
-        drop_during > BOMB_MAX_BYTES + DURING_SLACK,
-        format!(
-            "{what}: free space dropped by {} during the run (ceiling {})",
-            mib(drop_during),
+            "{what}: the cache's checkout in progress reached {} (ceiling {})",
+            mib(grew_during),
             mib(BOMB_MAX_BYTES)
         ),
     );
     j.note(format!(
-        "{what}: exit {} in {:.1} s; free space -{} during, -{} after; refused: {}",
+        "{what}: exit {} in {:.1} s; the checkout in progress reached {}, the cache {} -> {} \
+         bytes; refused: {}",
         run.exit,
         run.elapsed.as_secs_f64(),
-        mib(drop_during),
-        mib(drop_after),
+        mib(grew_during),
+        du_before,
+        du_after,
         truncate(run.corral_stderr.trim(), 240)
     ));
     Ok(run.repo)
@@ -711,12 +636,10 @@ fn bomb_run(
 fn trust_03(ctx: &mut Ctx) -> Result<Verdict> {
     let mut j = Judge::new();
     let repo = tree_repo(ctx, "bomb", "bomb", None)?;
-    let fs = OwnFs::mount(ctx.h.scratch.join("trust-03-cache"))?;
     let probe = bomb_run(
         ctx,
         &mut j,
         &repo,
-        &fs.0,
         ("CORRAL_BASE_MAX_BYTES", BOMB_MAX_BYTES),
         &format!("more than {BOMB_MAX_BYTES} bytes"),
     )?;
@@ -724,7 +647,6 @@ fn trust_03(ctx: &mut Ctx) -> Result<Verdict> {
         ctx,
         &mut j,
         &repo,
-        &fs.0,
         ("CORRAL_BASE_MAX_ENTRIES", BOMB_MAX_ENTRIES),
         &format!("more than {BOMB_MAX_ENTRIES} entries"),
     )?;
