@@ -43,7 +43,7 @@ as_user() {
     DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$uid/bus" "$@"
 }
 # corral probe's output (with the cgroup it ran in first) and its exit code, in $out and $rc.
-probe() { # how...
+probe() { # the systemd-run prefix to run corral under, or none
   set +e
   out=$(cd /tmp && as_user "$@" sh -c "sed -n 's/^0::/cgroup: /p' /proc/self/cgroup; $bin/corral probe" 2>&1)
   rc=$?

@@ -220,18 +220,22 @@ fn check_workspace(input: &RunInput<'_>) -> Result<fs::Metadata, SandboxError> {
 /// The executable that runs: the file the caller hashed (or opened here), its real path, and
 /// whether a tree the sandbox shows already holds that path.
 struct Executable<'a> {
-    given: Option<&'a fs::File>,
-    opened: Option<fs::File>,
+    file: ExeFile<'a>,
     real: String,
     visible: bool,
 }
 
+/// The caller's open file, or the one opened here.
+enum ExeFile<'a> {
+    Given(&'a fs::File),
+    Opened(fs::File),
+}
+
 impl Executable<'_> {
     fn file(&self) -> &fs::File {
-        match (self.given, &self.opened) {
-            (Some(f), _) => f,
-            (None, Some(f)) => f,
-            (None, None) => unreachable!("an Executable holds a file"),
+        match &self.file {
+            ExeFile::Given(f) => f,
+            ExeFile::Opened(f) => f,
         }
     }
 }
@@ -248,8 +252,8 @@ fn executable<'a>(input: &RunInput<'a>) -> Result<Executable<'a>, SandboxError> 
             "executable {exe_path:?} is not absolute"
         )));
     }
-    let opened = match input.executable {
-        Some(_) => None,
+    let file = match input.executable {
+        Some(f) => ExeFile::Given(f),
         None => {
             let bad =
                 |e: String| SandboxError::InvalidRequest(format!("executable {exe_path:?}: {e}"));
@@ -260,12 +264,11 @@ fn executable<'a>(input: &RunInput<'a>) -> Result<Executable<'a>, SandboxError> 
             {
                 return Err(bad("not a regular file".into()));
             }
-            Some(fs::File::open(exe_path).map_err(|e| bad(e.to_string()))?)
+            ExeFile::Opened(fs::File::open(exe_path).map_err(|e| bad(e.to_string()))?)
         }
     };
     let mut exe = Executable {
-        given: input.executable,
-        opened,
+        file,
         real: String::new(),
         visible: false,
     };
