@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Issue 13 (rootless mode), in a guest whose init is systemd (`cargo xtask vm --layout
-# systemd-service`, run by `cargo xtask ci`): what an ordinary user's corral finds under
-# systemd's user manager, where rootless mode is to run (ADR-0080). A user is made with
-# useradd's defaults (Debian's give it a subordinate id range), its manager started
-# (user@UID.service: `Delegate=pids memory cpu` in systemd 252), and corral run as that user:
-#   A. in a scope asked for with `systemd-run --user --scope -p Delegate=yes`, the fix that
-#      corral's refusal names, from a cgroup the user does not own (this system service's, as
-#      a login session's scope is root's): the preflight finds everything rootless mode needs
-#      (user and mount namespaces with a tmpfs mounted in them, a kernel with overlay in a user
-#      namespace, cgroup v2 owned by the user with cpu, memory and pids), so the refusal is for
-#      the mode alone;
-#   B. the same as the main process of a transient user service with Delegate=yes
-#      (`systemd-run --user --wait --pipe`);
-#   C. control: the same user left in this system service's cgroup (root's, not delegated) is
-#      told that the cgroup is what is missing, and the command that fixes it.
+# Issue 13 (rootless mode, ADR-0080), in a guest whose init is systemd (`cargo xtask vm --layout
+# systemd-service`, run by `cargo xtask ci`): an ordinary user's corral under systemd's user
+# manager. A user is made with useradd's defaults and its manager started (user@UID.service:
+# `Delegate=pids memory cpu` in systemd 252); corral runs as that user:
+#   A. from a cgroup the user does not own (this system service's, as a login session's scope
+#      is root's): corral asks the user's manager for a delegated scope of its own over the
+#      user's bus, enters rootless mode, and the probe attests all nine capabilities (exit 0),
+#      naming the mode and the scope;
+#   B. in a scope the user asked for (`systemd-run --user --scope -p Delegate=yes`) shared with
+#      another of the user's processes: corral asks for a scope of its own; `corral demo`
+#      captures its patch, the manifest records `"mode": "rootless"`, `corral verify` accepts it;
+#   C. attacks from inside a rootless run, each with its control outside: the user's own secret
+#      in HOME (the user reads it outside) is not visible inside; a file written to the user's
+#      HOME does not appear; a new user namespace and a mount are refused; the worker holds no
+#      capability; an opaque mark the worker sets on a folder (`user.overlay.opaque`, the
+#      overlay's own xattr in rootless mode) does not make capture delete the folder's files;
+#   D. control: with the user's manager stopped (no bus to ask) the run is refused in one line
+#      that names the cgroup, what asking said, and the fix;
+#   E. nothing is left: no corral cgroup, no corral scope, no process of the user's.
 # Usage: user-manager.sh CORRAL. One line per check; exit 1 on the first failure.
 set -euo pipefail
 corral=$1
@@ -27,6 +31,7 @@ ok() { echo "user-manager: ok: $*"; }
 useradd -m -U -s /bin/sh "$user"
 uid=$(id -u "$user")
 gid=$(id -g "$user")
+home=/home/$user
 # The binary where the user may run it (the checkout's folders may be private to root).
 bin=$(mktemp -d /tmp/corral-user-manager.XXXXXX)
 chmod 755 "$bin"
@@ -38,43 +43,128 @@ ok "user@$uid.service runs, its cgroup owned by the user, with: $(cat "$manager/
 
 # As the user, from this service's cgroup: a clean environment, the user's runtime folder and bus.
 as_user() {
-  setpriv --reuid="$uid" --regid="$gid" --init-groups -- env -i HOME="/home/$user" USER="$user" \
+  setpriv --reuid="$uid" --regid="$gid" --init-groups -- env -i HOME="$home" USER="$user" \
     PATH=/usr/bin:/bin XDG_RUNTIME_DIR="/run/user/$uid" \
     DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$uid/bus" "$@"
 }
-# corral probe's output (with the cgroup it ran in first) and its exit code, in $out and $rc.
-probe() { # the systemd-run prefix to run corral under, or none
+# The output of "$@" as the user, and its exit code, in $out and $rc.
+capture() {
   set +e
-  out=$(cd /tmp && as_user "$@" sh -c "sed -n 's/^0::/cgroup: /p' /proc/self/cgroup; $bin/corral probe" 2>&1)
+  out=$(cd /tmp && as_user "$@" 2>&1)
   rc=$?
   set -e
 }
-# The refusal is for the mode alone: exit 3, one MISSING line, the host has the rest.
-for_the_mode_alone() { # what
-  echo "$out"
-  [ "$rc" = 3 ] || fail "$1: exit $rc, want 3"
-  echo "$out" | grep -q "^cgroup: /user.slice/user-$uid.slice/user@$uid.service/" ||
-    fail "$1: corral did not run beneath the user's manager"
-  echo "$out" | grep -q "^mode: none: corral runs as uid $uid" || fail "$1: no mode line"
-  [ "$(echo "$out" | grep -c MISSING)" = 1 ] || fail "$1: want one MISSING line"
-  echo "$out" | grep MISSING | grep -q "rootless mode is not built yet; this host has what it would need" ||
-    fail "$1: the preflight found something missing"
-  ok "$1: refused for the mode alone; the host has what rootless mode needs"
-}
 
-probe systemd-run --user --scope --quiet -p Delegate=yes --
-for_the_mode_alone "A. a delegated scope of the user's manager"
-probe systemd-run --user --wait --pipe --quiet -p Delegate=yes -E HOME="/home/$user" \
-  -E USER="$user" --working-directory=/tmp --
-for_the_mode_alone "B. a delegated transient service of the user's manager"
-
-probe
+# A. From root's cgroup: corral asks the user's manager for its own scope.
+capture "$bin/corral" probe
 echo "$out"
-[ "$rc" = 3 ] || fail "C. exit $rc, want 3"
-echo "$out" | grep MISSING |
-  grep -q "belongs to uid 0, not to uid $uid (not delegated): run corral under systemd's user manager, for example \`systemd-run --user --scope -p Delegate=yes corral ...\`" ||
-  fail "C. the refusal does not name the undelegated cgroup and its fix"
-ok "C. control: in root's cgroup the user is told the cgroup is missing, and the fix"
+[ "$rc" = 0 ] || fail "A. probe exit $rc, want 0"
+echo "$out" | grep -q "^mode: rootless (corral runs as uid $uid gid $gid" || fail "A. no rootless mode line"
+[ "$(echo "$out" | grep -c '^enforced')" = 9 ] || fail "A. want nine enforced capabilities"
+echo "$out" | grep -q "user@$uid.service/app.slice/corral-scope-[0-9]*-[0-9]*.scope (the transient scope" ||
+  fail "A. the evidence does not name the scope the user's manager gave corral"
+ok "A. rootless from a cgroup the user does not own: all nine capabilities, in a scope of the user's manager"
 
+# B. In a scope shared with another of the user's processes: a scope of corral's own, a captured
+# patch, the manifest's mode, and verify.
+capture systemd-run --user --scope --quiet -p Delegate=yes -- sh -c \
+  "sleep 1000 & s=\$!; $bin/corral demo; r=\$?; kill \$s; exit \$r"
+echo "$out" | head -12
+[ "$rc" = 0 ] || fail "B. demo exit $rc, want 0"
+echo "$out" | grep -q "outcome     candidate_captured (exited 0)" || fail "B. no captured candidate"
+manifest=$(echo "$out" | sed -n 's/^  manifest    //p')
+[ -n "$manifest" ] || fail "B. no manifest path"
+grep -q '"mode":"rootless"' "$manifest" || grep -q '"mode": "rootless"' "$manifest" ||
+  fail "B. the manifest does not record the rootless mode"
+[ "$(stat -c %u "$manifest")" = "$uid" ] || fail "B. the manifest is not the user's"
+capture "$bin/corral" verify "$manifest"
+[ "$rc" = 0 ] || fail "B. verify exit $rc: $out"
+ok "B. demo in a shared scope: captured, manifest records rootless, owned by the user, verified"
+
+# C. Attacks from inside, each with its control outside.
+canary="corral-canary-$RANDOM$RANDOM"
+mkdir -p "$home/.ssh"
+echo "$canary" > "$home/.ssh/id_canary"
+chmod 700 "$home/.ssh"
+chmod 600 "$home/.ssh/id_canary"
+chown -R "$user:$user" "$home/.ssh"
+capture cat "$home/.ssh/id_canary"
+[ "$out" = "$canary" ] || fail "C. control: the user cannot read its own secret outside"
+work=$(as_user mktemp -d /tmp/corral-um-run.XXXXXX)
+as_user sh -c "cd $work && git init -q repo && mkdir repo/src && echo base > repo/src/a.txt && echo base > repo/src/b.txt &&
+  git -C repo add -A && git -C repo -c user.name=t -c user.email=t@corral.invalid commit -qm base"
+sha=$(as_user git -C "$work/repo" rev-parse HEAD)
+sh_real=$(readlink -f /bin/sh)
+# Each attack prints "ATTACK name: blocked" or "ATTACK name: ESCAPED"; the worker then changes
+# src/a.txt so the run has a patch.
+attack="for t in grep unshare mount; do command -v \$t >/dev/null || echo \"MISSING TOOL \$t\"; done
+r() { if eval \"\$2\" >/dev/null 2>&1; then echo \"ATTACK \$1: ESCAPED\"; else echo \"ATTACK \$1: blocked\"; fi; }
+r secret 'grep -q $canary $home/.ssh/id_canary'
+r home-write 'echo x > $home/pwned-$canary'
+r userns 'unshare -U true'
+r mount 'mount -t tmpfs x /tmp'
+r caps 'grep -q \"^CapEff:.*[1-9a-f]\" /proc/self/status'
+python3 -c \"import os; os.setxattr('src', 'user.overlay.opaque', b'y')\" 2>/dev/null
+echo changed > src/a.txt"
+as_user python3 - "$work" "$sha" "$sh_real" "$attack" <<'PY'
+import json, sys
+work, sha, sh, code = sys.argv[1:]
+wu = {"schema_version": "corral.work-unit/v1", "id": "rootless-attacks", "objective": "attack",
+      "repository": {"base_sha": sha}, "security": {"sandbox_required": True},
+      "permissions": {"process_execution": True, "secrets": [], "network": "none",
+                      "network_allowlist": [], "filesystem_write": ["src/"]},
+      "budget": {"wall_seconds": 120, "cpu_seconds": 60, "memory_bytes": 256 << 20,
+                 "disk_bytes": 64 << 20, "max_processes": 64, "max_output_bytes": 65536,
+                 "max_patch_bytes": 1 << 20},
+      "constraints": {"allowed_paths": ["src/"], "forbidden_paths": []}}
+preset = {"schema_version": "corral.agent-preset/v1", "id": "rootless-attacks", "executable": sh,
+          "argv": ["-c", code], "prompt_transport": {"kind": "stdin"},
+          "model_connection": None, "env_allowlist": [], "network_policy": "disabled",
+          "read_only_paths": [], "authority": "candidate_only"}
+json.dump(wu, open(f"{work}/wu.json", "w"))
+json.dump(preset, open(f"{work}/preset.json", "w"))
+PY
+# Control: the same attacks outside, as the user, reach the secret, HOME and a user namespace.
+mkdir -p "$work/outside/src"
+chown -R "$user:$user" "$work/outside"
+capture sh -c "cd $work/outside && $attack"
+for a in secret home-write userns; do
+  echo "$out" | grep -qx "ATTACK $a: ESCAPED" || fail "C. control: attack $a does not work outside: $out"
+done
+rm -f "$home/pwned-$canary"
+capture "$bin/corral" run --work-unit "$work/wu.json" --preset "$work/preset.json" \
+  --repo "$work/repo" --artifacts "$work/artifacts"
+[ "$rc" = 0 ] || fail "C. the attack run exit $rc: $out"
+manifest=$(echo "$out" | tail -1)
+capture "$bin/corral" logs "$manifest" --artifacts "$work/artifacts"
+echo "$out"
+echo "$out" | grep -q "^MISSING TOOL" && fail "C. the sandbox lacks a tool an attack needs"
+for a in secret home-write userns mount caps; do
+  echo "$out" | grep -qx "ATTACK $a: blocked" || fail "C. attack $a: not blocked"
+done
+[ ! -e "$home/pwned-$canary" ] || fail "C. the worker wrote into the user's HOME"
+# The overlay's own xattrs are user.overlay.* in rootless mode: an opaque mark the worker
+# tries to set on src/ must not make capture report the lower's src/b.txt deleted.
+grep -q '"src/a.txt"' "$manifest" || fail "C. the manifest does not list src/a.txt"
+if grep -q '"src/b.txt"' "$manifest"; then fail "C. a forged opaque mark deleted src/b.txt"; fi
+ok "C. the user's secret unseen, HOME unwritten, no user namespace, no mount, no capability, no forged deletion"
+
+# D. Control: no manager to ask.
 systemctl stop "user@$uid.service"
-rm -rf "$bin"
+capture "$bin/corral" probe
+echo "$out"
+[ "$rc" = 3 ] || fail "D. exit $rc, want 3"
+[ "$(echo "$out" | grep -c MISSING)" = 1 ] || fail "D. want one MISSING line"
+echo "$out" | grep MISSING |
+  grep "belongs to uid 0, not to uid $uid (not delegated): run corral under systemd's user manager" |
+  grep -q "corral asked the user's systemd manager for a delegated scope" ||
+  fail "D. the refusal does not name the undelegated cgroup, what asking said, and the fix"
+ok "D. control: without the user's manager, refused in one line naming the cgroup and the fix"
+
+# E. Nothing left.
+# (corral-vm.service is the guest's own unit, running this script.)
+left=$(find /sys/fs/cgroup -name 'corral-*' ! -name corral-vm.service)
+[ -z "$left" ] || fail "E. cgroups left: $left"
+pgrep -u "$uid" >/dev/null && fail "E. processes of the user left: $(pgrep -u "$uid" -a)"
+ok "E. no corral cgroup, scope or process of the user's left"
+rm -rf "$bin" "$work"

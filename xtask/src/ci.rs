@@ -340,16 +340,18 @@ pub fn run(root: &Path) -> Result<()> {
             &unit_kill,
         ],
     )?;
-    // An ordinary user under systemd's user manager (tests/guest/user-manager.sh, issue 13):
-    // in a delegated scope or transient service of its user@UID.service, the preflight finds
-    // everything rootless mode needs, so the refusal is for the mode alone; left in root's
-    // cgroup, the same user is told the cgroup is missing and how to fix it. ~30 s a guest.
+    // Rootless mode (tests/guest/user-manager.sh, issue 13, ADR-0080): an ordinary user under
+    // systemd's user manager, from a cgroup it does not own and from a scope it shares: corral
+    // gets a delegated scope from the user's manager, attests all nine capabilities, captures
+    // a run whose manifest says rootless, and contains attacks on the user's own files (each
+    // with its control outside); without the manager it is refused in one line naming the
+    // fix, and nothing is left. ~65 s a guest.
     let user_manager = format!(
         "bash {} {corral}",
         root.join("tests/guest/user-manager.sh").display()
     );
     guests(
-        "an ordinary user's corral under systemd's user manager: kernels 6.1, 6.12 and 7.x",
+        "rootless mode under systemd's user manager: kernels 6.1, 6.12 and 7.x",
         &[
             "--kernel",
             "6.1,6.12,7.x",

@@ -129,6 +129,15 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // As an ordinary user, the commands that start sandboxes enter rootless mode here, while
+    // corral has one thread, or keep the reason it cannot start for the probe to refuse with
+    // (ADR-0080). The helpers above are corral's children and inherit the mode.
+    if matches!(
+        cli.command,
+        Command::Probe(_) | Command::Run(_) | Command::Demo
+    ) {
+        corral_linux::rootless::choose_mode();
+    }
     let code = match cli.command {
         Command::Admit(args) => admit::run(&args),
         Command::Probe(args) => run::probe(&args),

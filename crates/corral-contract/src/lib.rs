@@ -32,7 +32,7 @@ pub use destination::{Destination, Host};
 pub use documents::{AgentPreset, TrustedConnections, WorkUnit};
 pub use exec::{ExecSpec, Limits};
 pub use glob::{Glob, fnmatchcase};
-pub use manifest::{CandidateReference, ResultManifest};
+pub use manifest::{CandidateReference, ResultManifest, SandboxMode};
 pub use path::{PathPattern, RepoPath};
 pub use policy::{NetworkMode, SandboxPolicy};
 pub use reports::{AdmissionReport, ProbeReportDocument, VerifyReport, VerifyReportEntry};

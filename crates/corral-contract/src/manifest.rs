@@ -74,6 +74,23 @@ pub struct SandboxRecord {
     pub capabilities: SandboxCapabilities,
     /// The `sha256:` of the SandboxPolicy's canonical JSON.
     pub policy_digest: Digest,
+    /// Who corral ran as (ADR-0080). Absent for a backend without modes (or in manifests
+    /// written before corral recorded it).
+    #[serde(default)]
+    pub mode: Option<SandboxMode>,
+}
+
+/// Who corral ran as, and so what a bug in corral or an escape from the sandbox could reach
+/// (ADR-0080).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// corral ran as root; the worker had a uid and gid of its own.
+    Root,
+    /// corral ran as an ordinary user, mapped to 0 in a user namespace of its own; the
+    /// worker was that user's one id there, without capabilities.
+    Rootless,
 }
 
 /// What the worker's execution used and how it ended.

@@ -150,6 +150,9 @@ pub struct WorkerPlan {
     pub envp_ptrs: Vec<*const libc::c_char>,
     pub uid: u32,
     pub gid: u32,
+    /// Whether to drop the supplementary groups: not in rootless mode, whose user namespace
+    /// denies `setgroups` (an unprivileged gid map must), so the worker keeps the user's.
+    pub drop_groups: bool,
     pub cwd: CString,
     pub rlimits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
     pub cap_last: u32,

@@ -48,7 +48,13 @@ pub const WORKER_ID_BASE: u32 = 2_000_000_000;
 impl Default for LinuxConfig {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
-        let id = WORKER_ID_BASE + std::process::id();
+        // Rootless mode maps one id, the user's, to 0: the worker is that id, without
+        // capabilities (ADR-0080). Root mode gives it an id of its own.
+        let id = if crate::rootless::active().is_some() {
+            0
+        } else {
+            WORKER_ID_BASE + std::process::id()
+        };
         Self {
             worker_uid: id,
             worker_gid: id,

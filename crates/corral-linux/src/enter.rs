@@ -154,11 +154,13 @@ pub(crate) fn worker_main(p: &Plan, ruleset: RawFd) -> ! {
         // threads glibc believes this process has (the supervisor's, copied by the raw
         // clone) and can wait forever on a futex for a thread that was being created or
         // was exiting at clone time (seen with a busy multi-threaded supervisor).
-        check!(
-            p,
-            Stage::SetGroups,
-            libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>())
-        );
+        if w.drop_groups {
+            check!(
+                p,
+                Stage::SetGroups,
+                libc::syscall(libc::SYS_setgroups, 0usize, std::ptr::null::<libc::gid_t>())
+            );
+        }
         check!(
             p,
             Stage::SetGid,

@@ -109,8 +109,23 @@ pub(crate) const OVERLAY_BY_FD: &str = "layers by fd (lowerdir+/upperdir/workdir
 pub(crate) const OVERLAY_BY_PATH: &str = "layers attached in the sandbox's own mount \
      namespace and mounted by path (kernel before 6.13: no lowerdir+ by fd, no detached layers)";
 
-/// The overlay options corral always sets.
+/// The overlay options corral sets as root.
 pub(crate) const OVERLAY_OPTIONS: &str = "metacopy=off,redirect_dir=off,index=off";
+/// The overlay options corral sets in rootless mode: overlay in a user namespace keeps its
+/// own xattrs as `user.overlay.*` (`trusted.*` is the host root's; without `userxattr` the
+/// mount is refused with EPERM), and `userxattr` accepts no redirects to follow
+/// (`redirect_dir=nofollow`: none made, none followed). Measured on Linux 6.12 (ADR-0080).
+pub(crate) const OVERLAY_OPTIONS_ROOTLESS: &str =
+    "userxattr,metacopy=off,redirect_dir=nofollow,index=off";
+
+/// The overlay options for this process's mode.
+pub(crate) fn overlay_options() -> &'static str {
+    if crate::rootless::active().is_some() {
+        OVERLAY_OPTIONS_ROOTLESS
+    } else {
+        OVERLAY_OPTIONS
+    }
+}
 
 /// Mounts overlayfs (metacopy, redirect_dir and index off) with `lower` read-only below
 /// `upper` and `work`, as a detached mount, with the layers by fd (`FSCONFIG_SET_FD` on
@@ -128,12 +143,11 @@ pub(crate) fn mount_overlay_by_fd(
 ) -> io::Result<Option<OwnedFd>> {
     let by_fd = (|| {
         let ovl = sys::fsopen("overlay")?;
-        for (k, v) in [
-            ("metacopy", "off"),
-            ("redirect_dir", "off"),
-            ("index", "off"),
-        ] {
-            sys::fsconfig_string(ovl.as_fd(), k, v)?;
+        for opt in overlay_options().split(',') {
+            match opt.split_once('=') {
+                Some((k, v)) => sys::fsconfig_string(ovl.as_fd(), k, v)?,
+                None => sys::fsconfig_flag(ovl.as_fd(), opt)?,
+            }
         }
         sys::fsconfig_fd(ovl.as_fd(), "lowerdir+", lower.as_fd())?;
         sys::fsconfig_fd(ovl.as_fd(), "upperdir", upper.as_fd())?;
@@ -160,7 +174,10 @@ pub(crate) fn mount_overlay_by_fd(
 
 /// The `mount(2)` data of a path-based overlay.
 pub(crate) fn overlay_data(lower: &str, upper: &str, work: &str) -> String {
-    format!("lowerdir={lower},upperdir={upper},workdir={work},{OVERLAY_OPTIONS}")
+    format!(
+        "lowerdir={lower},upperdir={upper},workdir={work},{}",
+        overlay_options()
+    )
 }
 
 #[derive(Debug, Default)]

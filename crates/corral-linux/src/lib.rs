@@ -133,6 +133,14 @@ impl LocalSandboxExecutor for LinuxSandboxExecutor {
         self.report.capabilities.clone()
     }
 
+    fn mode(&self) -> Option<corral_contract::SandboxMode> {
+        Some(if rootless::active().is_some() {
+            corral_contract::SandboxMode::Rootless
+        } else {
+            corral_contract::SandboxMode::Root
+        })
+    }
+
     fn execute(
         &self,
         request: &AttestedRequest<'_>,

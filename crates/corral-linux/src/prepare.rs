@@ -633,6 +633,7 @@ fn worker_plan(
         envp,
         uid,
         gid,
+        drop_groups: crate::rootless::active().is_none(),
         cwd: cstring("/workspace")?,
         rlimits: vec![
             // A backstop one second past the budget, not the budget itself: the kernel judges

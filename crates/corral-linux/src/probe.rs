@@ -226,7 +226,14 @@ pub fn capabilities_from(o: &Observations) -> SandboxCapabilities {
         ),
         credential_isolation: combine(
             &[root, ("seccomp", &o.seccomp), run],
-            "explicit environment only; a uid/gid of the supervisor's own (2000000000 + its pid), shared with no host user; all capability sets empty; no_new_privs; non-dumpable init",
+            if crate::rootless::active().is_some() {
+                // ADR-0080: one id is mapped, so the worker is the user (with the user's
+                // supplementary groups, which a denied setgroups cannot drop); the view
+                // corral builds is what keeps the user's files out of reach.
+                "explicit environment only; rootless: the worker is the invoking user's one mapped id (0 in corral's user namespace) with its supplementary groups, so only the sandbox's view keeps the user's files out of reach; all capability sets empty, securebits locked; no_new_privs; non-dumpable init"
+            } else {
+                "explicit environment only; a uid/gid of the supervisor's own (2000000000 + its pid), shared with no host user; all capability sets empty; no_new_privs; non-dumpable init"
+            },
         ),
     }
 }
@@ -455,12 +462,21 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
         let _remove = Remove(&dir);
         fs::write(dir.join("base"), b"x")?;
         let lower = sys::open_tree_clone(&dir.to_string_lossy(), false)?;
-        let userns = layers::create_idmap_userns((0, 0), (config.worker_uid, config.worker_gid))?;
-        let attr = sys::MountAttr {
-            attr_set: sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_IDMAP,
-            userns_fd: userns.as_raw_fd() as u64,
+        // Idmapped to the worker as in a run, where the worker is not the owner (root mode);
+        // in rootless mode the worker is the owner's one mapped id, and an idmapped mount of
+        // a host file system is not the user's to make.
+        let worker = (config.worker_uid, config.worker_gid);
+        let idmapped = worker != (0, 0);
+        let mut attr = sys::MountAttr {
+            attr_set: sys::MOUNT_ATTR_RDONLY,
             ..sys::MountAttr::default()
         };
+        let userns;
+        if idmapped {
+            userns = layers::create_idmap_userns((0, 0), worker)?;
+            attr.attr_set |= sys::MOUNT_ATTR_IDMAP;
+            attr.userns_fd = userns.as_raw_fd() as u64;
+        }
         sys::mount_setattr(lower.as_fd(), false, &attr).map_err(|e| {
             if sys::errno(&e) == Some(libc::EINVAL) {
                 io::Error::other(crate::config::no_idmap_message(&dir))
@@ -515,10 +531,15 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
             return Err(io::Error::other("write did not land in the upper layer"));
         }
         Ok(format!(
-            "overlay ({how}, metacopy=off, redirect_dir=off) over an idmapped read-only lower in {} (uid 0 -> {}), upper on a detached tmpfs: write landed in the upper layer",
+            "overlay ({how}, {}) over {} read-only lower in {}, upper on a detached tmpfs: write landed in the upper layer",
+            layers::overlay_options(),
+            if idmapped {
+                format!("an idmapped (uid 0 -> {})", config.worker_uid)
+            } else {
+                "a (rootless: not idmapped, owned by the worker's one id)".to_owned()
+            },
             dir.parent()
                 .map_or_else(String::new, |p| p.display().to_string()),
-            config.worker_uid
         ))
     })();
     match r {
@@ -617,8 +638,13 @@ fn probe_run(
 ) -> Observation {
     match probe_sandbox(config, partial, hierarchy, None) {
         Ok((truth, ms)) => Observation::ok(format!(
-            "ran {truth} as uid {} in new pid/mount/net/ipc/uts/cgroup namespaces (loopback up, pivot_root onto the attempt tmpfs, fresh /proc, idmapped overlay workspace, capabilities dropped, no_new_privs, {}seccomp): exit 0 in {ms} ms",
+            "ran {truth} as uid {} in new pid/mount/net/ipc/uts/cgroup namespaces (loopback up, pivot_root onto the attempt tmpfs, fresh /proc, {}, capabilities dropped, no_new_privs, {}seccomp): exit 0 in {ms} ms",
             config.worker_uid,
+            if crate::rootless::active().is_some() {
+                "overlay workspace over the user's own files (rootless: not idmapped)"
+            } else {
+                "idmapped overlay workspace"
+            },
             if partial.landlock_abi > 0 {
                 format!("Landlock ABI {}, ", partial.landlock_abi)
             } else {
@@ -738,19 +764,28 @@ fn probe_sandbox(
 pub fn probe(config: &LinuxConfig) -> ProbeReport {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
+    let rootless = crate::rootless::active();
     if euid != 0 {
-        let mut o = Observations::none(&format!("{NOT_PROBED} (needs root)"));
-        // What rootless mode would need here, so the user learns what their host lacks
-        // apart from what corral lacks (ADR-0080).
-        let host = crate::rootless::summary(&crate::rootless::preflight());
+        let mut o = Observations::none(&format!("{NOT_PROBED} (needs root or rootless mode)"));
+        // What the host lacks for rootless mode, so the user learns how to fix it (ADR-0080).
+        let why = crate::rootless::refusal().map_or_else(
+            || crate::rootless::summary(&crate::rootless::preflight()),
+            str::to_owned,
+        );
         o.root = Observation::missing(format!(
-            "effective uid {euid}, not 0: corral's Linux sandbox runs as root (rootless mode is \
-             not built yet; {host}); run corral as root, for example with sudo"
+            "effective uid {euid}, not 0, and rootless mode cannot start: {why}; or run corral \
+             as root, for example with sudo"
         ));
         return ProbeReport::from_observations(o, None);
     }
     let mut o = Observations::none(NOT_PROBED);
-    o.root = Observation::ok("effective uid 0");
+    o.root = match rootless {
+        Some(r) => Observation::ok(format!(
+            "rootless: uid {} gid {} mapped to 0 in corral's own user namespace",
+            r.host_uid, r.host_gid
+        )),
+        None => Observation::ok("effective uid 0"),
+    };
     let hierarchy = probe_cgroup(&mut o);
     o.tmpfs_limit = probe_tmpfs();
     o.overlay_idmap = probe_overlay(config);

@@ -1,10 +1,11 @@
-//! What rootless mode would need of this host, read without privilege (ADR-0080).
+//! Rootless mode (ADR-0080): what it needs of the host (read without privilege), choosing
+//! it, and entering it.
 //!
-//! Rootless mode (issue 13) is not built yet: corral as an ordinary user refuses every run.
-//! Its refusal should still tell the user what their host lacks for it, kept apart from the
-//! mode's absence ("this host cannot" is not "corral does not yet"), as rust-landlock keeps
-//! "not enforced here" apart from "the request is wrong". Each check is one line a user can
-//! act on: the sysctl and its value, the controllers and where, the file and the user.
+//! corral run by an ordinary user enters rootless mode ([`choose_mode`]) only when the host
+//! has everything the mode needs; otherwise every run is refused, and the refusal says what
+//! the host lacks ("this host cannot" kept apart from "the request is wrong", as
+//! rust-landlock does). Each check is one line a user can act on: the sysctl and its value,
+//! the controllers and where, the file and the user.
 //!
 //! The file checks take the host's root as a parameter (a fake tree in tests); the user
 //! namespace check is a real attempt in a throwaway child.
@@ -281,18 +282,205 @@ pub fn userns_attempt() -> Need {
     }
 }
 
+/// The host's ids of the user corral runs as, once corral has entered a user namespace of
+/// its own ([`choose_mode`]): rootless mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rootless {
+    /// The invoking user's uid on the host (0 inside corral's user namespace).
+    pub host_uid: u32,
+    /// The invoking user's gid on the host (0 inside).
+    pub host_gid: u32,
+}
+
+static ENTERED: std::sync::OnceLock<Rootless> = std::sync::OnceLock::new();
+static REFUSED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Whether this process runs in rootless mode, and as whom on the host.
+#[must_use]
+pub fn active() -> Option<Rootless> {
+    ENTERED.get().copied()
+}
+
+/// Why rootless mode could not start in this process (`None`: it started, or was never tried
+/// because corral runs as root).
+#[must_use]
+pub fn refusal() -> Option<&'static str> {
+    REFUSED.get().map(String::as_str)
+}
+
+/// Chooses the mode for this process (ADR-0080). As root: root mode, nothing to do. As an
+/// ordinary user: the preflight first; when the host has every required thing, corral
+/// enters a user namespace of its own (the invoking uid and gid mapped to 0, nothing else)
+/// and a mount namespace owned by it, and everything it does afterwards (the probe, the
+/// sandbox, the helpers it starts) happens there with no authority on the host beyond the
+/// user's. When anything is missing, or entering fails, the reason is kept for the probe,
+/// which then attests nothing: never a weaker sandbox.
+///
+/// Must be called while the process has one thread (`unshare(CLONE_NEWUSER)` refuses a
+/// multi-threaded caller); `corral`'s `main` calls it before anything else.
+pub fn choose_mode() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 || ENTERED.get().is_some() {
+        return;
+    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    // A cgroup of corral's own first, while the user's bus still knows corral as the user
+    // (inside the user namespace its credentials would claim uid 0).
+    let mut asked = String::new();
+    if crate::systemd::is_init() && wants_own_scope(uid) {
+        match ask_user_manager_for_scope() {
+            Ok(unit) => {
+                let _ = crate::cgroup::SYSTEMD_SCOPE.set(Ok(unit));
+            }
+            Err(e) => {
+                asked = format!(
+                    " (corral asked the user's systemd manager for a delegated scope: {e})"
+                );
+                let _ = crate::cgroup::SYSTEMD_SCOPE.set(Err(e));
+            }
+        }
+    }
+    let needs = preflight();
+    let missing: Vec<&str> = needs
+        .iter()
+        .filter(|n| !n.ok && n.required)
+        .map(|n| n.what.as_str())
+        .collect();
+    let outcome = if missing.is_empty() {
+        enter()
+    } else {
+        Err(format!("this host lacks: {}{asked}", missing.join("; ")))
+    };
+    match outcome {
+        Ok(r) => {
+            let _ = ENTERED.set(r);
+        }
+        Err(e) => {
+            let _ = REFUSED.set(e);
+        }
+    }
+}
+
+/// Whether corral, as `uid`, should ask the user's manager for a scope of its own: its cgroup
+/// is on a pure v2 hierarchy but not delegated to the user (a login session's scope is
+/// root's), lacks a controller, or holds processes that are not corral's (a shell, a test
+/// harness), where "no internal processes" would forbid enabling controllers.
+fn wants_own_scope(uid: u32) -> bool {
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let v1 = own.lines().any(|l| {
+        !l.is_empty()
+            && !l.starts_with("0::")
+            && l.split(':')
+                .nth(1)
+                .is_some_and(|c| !c.is_empty() && !c.starts_with("name="))
+    });
+    if v1 || !own.lines().any(|l| l.starts_with("0::")) {
+        return false;
+    }
+    !cgroup_delegation(Path::new("/"), &own, uid).ok || crate::cgroup::self_needs_own_scope()
+}
+
+/// Asks the user's systemd manager, over the user's bus, for a transient scope with
+/// `Delegate=yes` holding corral itself (`systemd-run --user --scope -p Delegate=yes` done
+/// for the user); systemd removes it when corral's last process has gone. The conversation
+/// runs in a forked child: the D-Bus library starts threads, and corral must stay
+/// single-threaded to enter its user namespace afterwards. Returns the unit name.
+fn ask_user_manager_for_scope() -> Result<String, String> {
+    use std::io::{Read as _, Write as _};
+    use std::os::fd::FromRawFd as _;
+    let me = std::process::id();
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid out-array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors were just made and are owned here only.
+    let (mut rx, tx) = unsafe { (fs::File::from_raw_fd(fds[0]), fs::File::from_raw_fd(fds[1])) };
+    // SAFETY: corral has one thread here (see `choose_mode`), so the child is a whole copy
+    // of it and may allocate and start threads; it leaves only through `_exit`.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(rx);
+        let mut tx = tx;
+        let answer = match crate::systemd::start_delegated_scope_on(crate::systemd::Bus::User, me) {
+            Ok(unit) => format!("ok {unit}"),
+            Err(e) => format!("err {e}"),
+        };
+        let _ = tx.write_all(answer.as_bytes());
+        // SAFETY: ends the child without running the parent's exit handlers twice.
+        unsafe { libc::_exit(0) };
+    }
+    drop(tx);
+    let mut answer = String::new();
+    let read = rx.read_to_string(&mut answer);
+    let _ = crate::sys::waitpid(pid);
+    read.map_err(|e| format!("reading the answer: {e}"))?;
+    let unit = match answer.split_once(' ') {
+        Some(("ok", unit)) => unit.to_owned(),
+        Some(("err", e)) => return Err(e.to_owned()),
+        _ => return Err("the asking process ended without an answer".to_owned()),
+    };
+    // systemd moved corral: check that it is where the unit is.
+    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    if own
+        .lines()
+        .any(|l| l.starts_with("0::") && l.trim_end().ends_with(&format!("/{unit}")))
+    {
+        Ok(unit)
+    } else {
+        Err(format!(
+            "systemd started {unit}, but corral is not in it ({})",
+            own.trim()
+        ))
+    }
+}
+
+/// Enters a new user namespace (the caller's uid and gid mapped to 0, `setgroups` denied, as
+/// an unprivileged map must) and a new mount namespace it owns, with every mount private.
+fn enter() -> Result<Rootless, String> {
+    // SAFETY: getuid/getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    crate::sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
+        .map_err(|e| format!("entering a user namespace of corral's own: {e}"))?;
+    for (file, data) in [
+        ("/proc/self/setgroups", "deny".to_owned()),
+        ("/proc/self/uid_map", format!("0 {uid} 1")),
+        ("/proc/self/gid_map", format!("0 {gid} 1")),
+    ] {
+        fs::write(file, data).map_err(|e| format!("writing {file}: {e}"))?;
+    }
+    crate::sys::make_mounts_private()
+        .map_err(|e| format!("making corral's mounts private in its namespace: {e}"))?;
+    Ok(Rootless {
+        host_uid: uid,
+        host_gid: gid,
+    })
+}
+
 /// The mode corral uses as the user running it now, and why: `corral probe`'s first words
-/// after the backend. Root mode only for euid 0; never a fallback (ADR-0080).
+/// after the backend. Root mode only for euid 0 outside any namespace of corral's; rootless
+/// mode for anyone else whose host has what it needs; never a fallback (ADR-0080).
 #[must_use]
 pub fn mode() -> String {
+    if let Some(r) = active() {
+        return format!(
+            "rootless (corral runs as uid {} gid {}, mapped to 0 in a user namespace of its \
+             own; the worker is that one id without capabilities: no subordinate ids are used)",
+            r.host_uid, r.host_gid
+        );
+    }
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     if euid == 0 {
         "root (corral runs as uid 0)".to_owned()
     } else {
         format!(
-            "none: corral runs as uid {euid}, and rootless mode (for users other than root) is \
-             not built yet (ADR-0080)"
+            "none: corral runs as uid {euid}, and rootless mode cannot start: {}",
+            refusal().unwrap_or("it was not tried (corral's main did not choose a mode)")
         )
     }
 }

@@ -207,11 +207,10 @@ pub(crate) fn run(
         cpu_cap_millicores: Some(cpu_cap),
         stdout,
         stderr,
-        workspace: Some(WorkspaceLayer::new(
-            disk,
-            PathBuf::from("upper"),
-            input.workspace.to_path_buf(),
-        )),
+        workspace: Some(
+            WorkspaceLayer::new(disk, PathBuf::from("upper"), input.workspace.to_path_buf())
+                .with_user_xattrs(crate::rootless::active().is_some()),
+        ),
         notes,
         egress: egress_records,
     })

@@ -6,6 +6,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 pub const FSOPEN_CLOEXEC: u32 = 1;
+pub const FSCONFIG_SET_FLAG: u32 = 0;
 pub const FSCONFIG_SET_STRING: u32 = 1;
 pub const FSCONFIG_SET_FD: u32 = 5;
 pub const FSCONFIG_CMD_CREATE: u32 = 6;
@@ -164,6 +165,24 @@ pub fn fsconfig_string(fs: BorrowedFd<'_>, key: &str, value: &str) -> io::Result
         )
     };
     unit_result(rc, &format!("fsconfig({key}={value})"))
+}
+
+/// `fsconfig(FSCONFIG_SET_FLAG, key)`: a flag option such as overlay's `userxattr`.
+pub fn fsconfig_flag(fs: BorrowedFd<'_>, key: &str) -> io::Result<()> {
+    let k = cstr(key)?;
+    // SAFETY: `k` is a valid C string; the value is NULL and aux 0, as FSCONFIG_SET_FLAG
+    // requires.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_SET_FLAG,
+            k.as_ptr(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    };
+    unit_result(rc, &format!("fsconfig({key})"))
 }
 
 pub fn fsconfig_fd(fs: BorrowedFd<'_>, key: &str, fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -42,7 +42,7 @@ pub fn is_init() -> bool {
 #[must_use]
 pub fn may_ask() -> bool {
     // SAFETY: geteuid has no preconditions.
-    is_init() && unsafe { libc::geteuid() } == 0
+    is_init() && unsafe { libc::geteuid() } == 0 && crate::rootless::active().is_none()
 }
 
 /// A child of corral that does nothing but wait: what systemd moves into corral's new scope
@@ -109,6 +109,21 @@ impl Drop for StandIn {
 /// (with the reason) when there is no system bus, systemd refuses, or the job does not
 /// finish.
 pub fn start_delegated_scope(pid: u32) -> Result<String, String> {
+    start_delegated_scope_on(Bus::System, pid)
+}
+
+/// Which systemd manager to ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bus {
+    /// The system manager (PID 1), over the system bus: root mode.
+    System,
+    /// The invoking user's manager (`user@UID.service`), over the user's bus
+    /// (`DBUS_SESSION_BUS_ADDRESS`, else `$XDG_RUNTIME_DIR/bus`): rootless mode (ADR-0080).
+    User,
+}
+
+/// [`start_delegated_scope`] from the manager on `bus`.
+pub fn start_delegated_scope_on(bus: Bus, pid: u32) -> Result<String, String> {
     let (tx, rx) = mpsc::channel();
     let name = format!(
         "corral-scope-{}-{}.scope",
@@ -124,7 +139,7 @@ pub fn start_delegated_scope(pid: u32) -> Result<String, String> {
     std::thread::Builder::new()
         .name("corral-systemd".into())
         .spawn(move || {
-            let _ = tx.send(start(&unit, pid));
+            let _ = tx.send(start(bus, &unit, pid));
         })
         .map_err(|e| format!("starting the D-Bus thread: {e}"))?;
     match rx.recv_timeout(START_TIMEOUT) {
@@ -137,9 +152,17 @@ pub fn start_delegated_scope(pid: u32) -> Result<String, String> {
     }
 }
 
-fn start(name: &str, pid: u32) -> Result<(), String> {
-    let bus = |e: zbus::Error| format!("system bus: {e}");
-    let conn = Connection::system().map_err(bus)?;
+fn start(which: Bus, name: &str, pid: u32) -> Result<(), String> {
+    let label = match which {
+        Bus::System => "system bus",
+        Bus::User => "the user's bus",
+    };
+    let bus = |e: zbus::Error| format!("{label}: {e}");
+    let conn = match which {
+        Bus::System => Connection::system(),
+        Bus::User => Connection::session(),
+    }
+    .map_err(bus)?;
     let manager = Proxy::new(
         &conn,
         "org.freedesktop.systemd1",
@@ -181,5 +204,5 @@ fn start(name: &str, pid: u32) -> Result<(), String> {
             };
         }
     }
-    Err(format!("the system bus closed before {name} started"))
+    Err(format!("{label} closed before {name} started"))
 }

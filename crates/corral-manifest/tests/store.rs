@@ -149,6 +149,7 @@ fn record<'a>(
             backend: "test".into(),
             capabilities: SandboxCapabilities::none("test"),
             policy_digest: Digest::of_bytes(b"policy"),
+            mode: None,
         },
         execution: ExecutionRecord {
             termination,

@@ -114,14 +114,15 @@ pub struct RunReport {
 
 fn not_started(
     capabilities: SandboxCapabilities,
-    backend: &str,
+    executor: &dyn LocalSandboxExecutor,
     run: &AdmittedRun,
 ) -> (SandboxRecord, ExecutionRecord) {
     (
         SandboxRecord {
-            backend: backend.to_owned(),
+            backend: executor.backend().to_owned(),
             capabilities,
             policy_digest: run.policy().digest(),
+            mode: executor.mode(),
         },
         ExecutionRecord {
             termination: Termination::NotStarted,
@@ -247,7 +248,7 @@ pub fn run_attempt(
     if let Some(pin) = &run.exec().executable_sha256
         && *pin != exe_digest
     {
-        let (s, e) = not_started(capabilities, executor.backend(), &run);
+        let (s, e) = not_started(capabilities, executor, &run);
         let r = Rejection::new(
             ReasonCode::ExecutableDigestMismatch,
             None,
@@ -268,7 +269,7 @@ pub fn run_attempt(
                 Rejection::new(ReasonCode::CapabilityMissing, None, format!("{cap}: {why}"))
             })
             .collect();
-        let (s, e) = not_started(capabilities, executor.backend(), &run);
+        let (s, e) = not_started(capabilities, executor, &run);
         return record_without_run(s, e, rejections, exit::CAPABILITY_MISSING, false);
     }
 
@@ -321,7 +322,7 @@ pub fn run_attempt(
                 }
                 _ => (ReasonCode::SandboxFailed, exit::FAILED),
             };
-            let (s, e) = not_started(capabilities, executor.backend(), &run);
+            let (s, e) = not_started(capabilities, executor, &run);
             return record_without_run(
                 s,
                 e,
@@ -348,6 +349,7 @@ pub fn run_attempt(
         documents,
         executable,
         !base.created,
+        executor.mode(),
     );
     if let Ok(r) = &report {
         tracing::info!(
@@ -359,6 +361,10 @@ pub fn run_attempt(
     report
 }
 
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the parts of one manifest, each from a different step"
+)]
 fn finish(
     run: &AdmittedRun,
     inputs: &RunInputs<'_>,
@@ -367,6 +373,7 @@ fn finish(
     documents: (DocumentRef, DocumentRef),
     executable: ExecutableRecord,
     base_reused: bool,
+    mode: Option<corral_contract::SandboxMode>,
 ) -> Result<RunReport, RunError> {
     let execution = ExecutionRecord {
         termination: outcome.termination,
@@ -384,7 +391,7 @@ fn finish(
         (Some(layer), true) => {
             let upper = UpperLayer::open(&layer.upper_path())
                 .map_err(|e| RunError::Internal(format!("opening the upper layer: {e}")))?;
-            let req = CaptureRequest::new(
+            let mut req = CaptureRequest::new(
                 inputs.repo,
                 run.base_sha(),
                 &upper,
@@ -392,6 +399,9 @@ fn finish(
                 run.policy().forbidden_paths(),
                 run.limits().max_patch_bytes.get(),
             );
+            if layer.user_xattrs() {
+                req.overlay_xattrs = corral_capture::OverlayXattrs::User;
+            }
             // The upper layer is hostile data: it is parsed in the confined capture helper.
             let t = std::time::Instant::now();
             match corral_checkout::capture_isolated(inputs.checkout, &req) {
@@ -433,6 +443,7 @@ fn finish(
             backend: outcome.backend.clone(),
             capabilities: outcome.capabilities.clone(),
             policy_digest: run.policy().digest(),
+            mode,
         },
         execution,
         executable,

@@ -313,19 +313,40 @@ pub enum SandboxError {
 ///
 /// `upper` is an overlayfs upper directory relative to `dir`: new and modified files appear
 /// as themselves, deletions as whiteouts (character devices 0:0), replaced directories carry
-/// the `trusted.overlay.opaque` xattr. `lower` is the read-only base checkout it sits on.
+/// the `trusted.overlay.opaque` xattr (`user.overlay.opaque` for an overlay mounted in a user
+/// namespace, see [`WorkspaceLayer::user_xattrs`]). `lower` is the read-only base checkout it
+/// sits on.
 #[derive(Debug)]
 pub struct WorkspaceLayer {
     dir: OwnedFd,
     upper: PathBuf,
     lower: PathBuf,
+    user_xattrs: bool,
 }
 
 impl WorkspaceLayer {
-    /// For backends.
+    /// For backends: an overlay whose own xattrs are `trusted.overlay.*`.
     #[must_use]
     pub fn new(dir: OwnedFd, upper: PathBuf, lower: PathBuf) -> Self {
-        Self { dir, upper, lower }
+        Self {
+            dir,
+            upper,
+            lower,
+            user_xattrs: false,
+        }
+    }
+    /// For backends: the overlay was mounted with `userxattr` (in a user namespace), so its
+    /// own xattrs, opaque directories among them, are `user.overlay.*`.
+    #[must_use]
+    pub fn with_user_xattrs(mut self, user_xattrs: bool) -> Self {
+        self.user_xattrs = user_xattrs;
+        self
+    }
+    /// Whether the overlay's own xattrs are `user.overlay.*` (else `trusted.overlay.*`): what
+    /// capture must read to see opaque directories.
+    #[must_use]
+    pub fn user_xattrs(&self) -> bool {
+        self.user_xattrs
     }
     /// The directory the upper layer is relative to.
     #[must_use]
@@ -394,6 +415,12 @@ pub trait LocalSandboxExecutor: Send + Sync {
 
     /// What this backend enforces on this host, from a probe (never from a flag).
     fn capabilities(&self) -> SandboxCapabilities;
+
+    /// Who the backend runs as (recorded in the manifest): `None` for a backend without
+    /// modes.
+    fn mode(&self) -> Option<corral_contract::SandboxMode> {
+        None
+    }
 
     /// Runs one attested request. Only reachable through [`execute_admitted`].
     fn execute(

@@ -34,6 +34,8 @@ pub struct Harness {
     pub verbose: bool,
     /// TRUST-07's seeded kill points (`--crash-points`).
     pub crash_points: usize,
+    /// `--as-user`: the ordinary user every corral runs as (rootless mode) and its uid.
+    pub as_user: Option<(String, u32)>,
 }
 
 impl Harness {
@@ -61,7 +63,57 @@ impl Harness {
             attacks,
             verbose,
             crash_points: super::cases::CRASH_POINTS,
+            as_user: None,
         })
+    }
+
+    /// `--as-user NAME`: from here on `corral` is a wrapper that runs the binary under test as
+    /// that ordinary user with its systemd manager's bus (rootless mode, ADR-0080), after
+    /// giving the user what a user running corral owns: HOME, the cache and data folders, the
+    /// repository and the artifact store's folder named on the command line. The harness
+    /// stays root, so canaries it plants where the user cannot read are still planted, and a
+    /// user's own files (the `.canary` in HOME) are what the sandbox's view must hide.
+    pub fn run_as_user(&mut self, user: &str) -> Result<()> {
+        let id = |flag: &str| -> Result<u32> {
+            let out = Command::new("id").arg(flag).arg(user).output()?;
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .with_context(|| format!("--as-user {user}: no such user (id {flag})"))
+        };
+        let (uid, gid) = (id("-u")?, id("-g")?);
+        let bus = format!("/run/user/{uid}/bus");
+        if !Path::new(&bus).exists() {
+            bail!(
+                "--as-user {user}: {bus} is missing: the user's systemd manager must run \
+                 (systemctl start user@{uid}.service, or loginctl enable-linger {user})"
+            );
+        }
+        let wrapper = self.scratch.join("corral-as-user");
+        let script = format!(
+            "#!/bin/sh\n\
+             # corral as {user} (rootless mode), written by the qualification harness.\n\
+             for d in \"$HOME\" \"$XDG_CACHE_HOME\" \"$XDG_DATA_HOME\"; do\n\
+             \x20 [ -n \"$d\" ] && mkdir -p \"$d\" && chown {uid}:{gid} \"$d\"\n\
+             done\n\
+             prev=\n\
+             for a in \"$@\"; do\n\
+             \x20 case $prev in\n\
+             \x20   --repo) chown -R {uid}:{gid} \"$a\" ;;\n\
+             \x20   --artifacts) d=$(dirname \"$a\"); chown {uid}:{gid} \"$d\"; [ -e \"$a\" ] && chown -R {uid}:{gid} \"$a\" ;;\n\
+             \x20 esac\n\
+             \x20 prev=$a\n\
+             done\n\
+             exec setpriv --reuid={uid} --regid={gid} --init-groups -- env \
+             XDG_RUNTIME_DIR=/run/user/{uid} DBUS_SESSION_BUS_ADDRESS=unix:path={bus} \
+             USER={user} {} \"$@\"\n",
+            self.corral.display()
+        );
+        std::fs::write(&wrapper, script)?;
+        set_mode(&wrapper, 0o755)?;
+        self.corral = wrapper;
+        self.as_user = Some((user.to_owned(), uid));
+        Ok(())
     }
 
     pub fn fixture(&self, rel: &str) -> PathBuf {

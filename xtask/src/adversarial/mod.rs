@@ -37,13 +37,17 @@ struct Options {
     cpu_hog: bool,
     /// TRUST-07's seeded kill points.
     crash_points: usize,
+    /// Run every corral as this ordinary user (rootless mode, ADR-0080); the harness itself
+    /// stays root to plant canaries and watch the host.
+    as_user: Option<String>,
 }
 
 const USAGE: &str = "usage: cargo xtask adversarial [--list] [--filter ID|CATEGORY[,...]] \
-     [--json FILE] [--sarif FILE] [--corral BIN] [--repeat N] [--cpu-hog] [--crash-points N] [--verbose]\n\
+     [--json FILE] [--sarif FILE] [--corral BIN] [--repeat N] [--cpu-hog] [--crash-points N] [--as-user NAME] [--verbose]\n\
      Runs the host qualification suite through the corral binary; exit 0 only when every \
      applicable case is contained and the host is left as it was. Only the whole suite \
-     (no --filter) qualifies a host.";
+     (no --filter) qualifies a host. --as-user NAME runs every corral as that ordinary user \
+     (rootless mode; the user's systemd manager must run: `systemctl start user@UID.service`).";
 
 fn parse(root: &Path, args: &[String]) -> Result<Options> {
     let out = root.join("target/adversarial");
@@ -57,6 +61,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Options> {
         repeat: 1,
         cpu_hog: false,
         crash_points: cases::CRASH_POINTS,
+        as_user: None,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -85,6 +90,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Options> {
                     .context("--repeat takes a whole number of rounds, 1 or more")?;
             }
             "--cpu-hog" => o.cpu_hog = true,
+            "--as-user" => o.as_user = Some(value("--as-user")?),
             "--crash-points" => {
                 o.crash_points = value("--crash-points")?
                     .parse()
@@ -180,6 +186,9 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
         None => build_corral(root)?,
     };
     let mut h = Harness::new(root, corral.clone(), o.verbose)?;
+    if let Some(user) = &o.as_user {
+        h.run_as_user(user)?;
+    }
     h.crash_points = o.crash_points;
     self_check(&h)?;
     let suite_before = host::snapshot(&[&corral]);

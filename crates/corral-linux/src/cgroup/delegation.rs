@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::{V2_CONTROLLERS, cgroup_mounts, join_rel, write_file};
 
 /// The transient scope systemd gave this process, or why it could not.
-pub(super) static SYSTEMD_SCOPE: std::sync::OnceLock<Result<String, String>> =
+pub(crate) static SYSTEMD_SCOPE: std::sync::OnceLock<Result<String, String>> =
     std::sync::OnceLock::new();
 
 /// Asks systemd for a delegated scope holding a [`crate::systemd::StandIn`], then moves
@@ -80,6 +80,11 @@ pub(super) fn needs_own_scope(group: &Path) -> bool {
         .any(|p| p != me && !descends_from(p, me))
 }
 
+/// [`needs_own_scope`] for this process's own cgroup v2 group (false when it has none).
+pub(crate) fn self_needs_own_scope() -> bool {
+    v2_dir_of(std::process::id()).is_ok_and(|d| needs_own_scope(&d))
+}
+
 /// The pids directly in `group` (its `cgroup.procs`), empty when unreadable.
 pub(super) fn members(group: &Path) -> Vec<String> {
     fs::read_to_string(group.join("cgroup.procs"))
@@ -95,6 +100,9 @@ pub(super) fn systemd_note() -> String {
         Some(Err(e)) => format!(" (asking systemd for a delegated scope failed: {e})"),
         Some(Ok(unit)) => format!(" (in the transient scope {unit} systemd gave corral)"),
         None if crate::systemd::may_ask() => String::new(),
+        None if crate::rootless::active().is_some() => {
+            " (rootless: corral asks the user's systemd manager for one before it starts)".into()
+        }
         None if crate::systemd::is_init() => {
             " (corral asks systemd for one only when run as root)".into()
         }

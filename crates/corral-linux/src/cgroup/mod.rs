@@ -343,8 +343,8 @@ mod delegation;
 mod v1;
 mod v2;
 
-pub(crate) use delegation::missing_controllers;
 use delegation::*;
+pub(crate) use delegation::{SYSTEMD_SCOPE, missing_controllers, self_needs_own_scope};
 pub use v1::V1Group;
 pub use v2::V2Group;
 
