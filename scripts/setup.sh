@@ -39,6 +39,8 @@ command -v depmod >/dev/null || [ -x /usr/sbin/depmod ] || need_apt+=(kmod)
 # guests (whose root is this host's), reached with systemd-run --user.
 dpkg-query -W -f='${Status}' dbus-user-session 2>/dev/null | grep -q 'ok installed' \
   || need_apt+=(dbus-user-session)
+# Rootless mode with subordinate ids (tests/guest/user-manager.sh): newuidmap/newgidmap.
+command -v newuidmap >/dev/null || need_apt+=(uidmap)
 # The OCI runtime-spec JSON Schema (the exported config.json is validated against it).
 [ -f /usr/share/gocode/src/github.com/opencontainers/runtime-spec/schema/config-schema.json ] \
   || need_apt+=(golang-github-opencontainers-specs-dev)

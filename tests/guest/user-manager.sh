@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Issue 13 (rootless mode, ADR-0080), in a guest whose init is systemd (`cargo xtask vm --layout
-# systemd-service`, run by `cargo xtask ci`): an ordinary user's corral under systemd's user
-# manager. A user is made with useradd's defaults and its manager started (user@UID.service:
-# `Delegate=pids memory cpu` in systemd 252); corral runs as that user:
+# systemd-service`, run by `cargo xtask ci`): ordinary users' corral under systemd's user
+# manager (user@UID.service: `Delegate=pids memory cpu` in systemd 252), in both of the mode's
+# mappings: a user with a subordinate id range (useradd's default; `newuidmap` from the uidmap
+# package), whose worker gets an id of its own, and a user without one, whose worker is the
+# user's one mapped id. For each:
 #   A. from a cgroup the user does not own (this system service's, as a login session's scope
 #      is root's): corral asks the user's manager for a delegated scope of its own over the
 #      user's bus, enters rootless mode, and the probe attests all nine capabilities (exit 0),
-#      naming the mode and the scope;
+#      naming the mode (and the worker's ids) and the scope;
 #   B. in a scope the user asked for (`systemd-run --user --scope -p Delegate=yes`) shared with
 #      another of the user's processes: corral asks for a scope of its own; `corral demo`
 #      captures its patch, the manifest records `"mode": "rootless"`, `corral verify` accepts it;
@@ -15,31 +17,26 @@
 #      HOME does not appear; a new user namespace and a mount are refused; the worker holds no
 #      capability; an opaque mark the worker sets on a folder (`user.overlay.opaque`, the
 #      overlay's own xattr in rootless mode) does not make capture delete the folder's files;
+#      the worker's ids are the expected ones (with a range: inside 1000, on the host the
+#      range's 1000th id, not the user's; without: the user's, as 0);
+# Then, for the user with a range:
 #   D. control: with the user's manager stopped (no bus to ask) the run is refused in one line
 #      that names the cgroup, what asking said, and the fix;
-#   E. nothing is left: no corral cgroup, no corral scope, no process of the user's.
+#   E. nothing is left: no corral cgroup, no corral scope, no process of either user's.
 # Usage: user-manager.sh CORRAL. One line per check; exit 1 on the first failure.
 set -euo pipefail
 corral=$1
-user="corral-vm-user"
 fail() {
   echo "user-manager: FAIL: $*"
   exit 1
 }
 ok() { echo "user-manager: ok: $*"; }
 
-useradd -m -U -s /bin/sh "$user"
-uid=$(id -u "$user")
-gid=$(id -g "$user")
-home=/home/$user
-# The binary where the user may run it (the checkout's folders may be private to root).
+command -v newuidmap >/dev/null || fail "newuidmap is not installed (scripts/setup.sh installs uidmap)"
+# The binary where the users may run it (the checkout's folders may be private to root).
 bin=$(mktemp -d /tmp/corral-user-manager.XXXXXX)
 chmod 755 "$bin"
 install -m 0755 "$corral" "$bin/corral"
-systemctl start "user@$uid.service"
-manager=/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service
-[ "$(stat -c %u "$manager")" = "$uid" ] || fail "$manager is not owned by uid $uid"
-ok "user@$uid.service runs, its cgroup owned by the user, with: $(cat "$manager/cgroup.controllers")"
 
 # As the user, from this service's cgroup: a clean environment, the user's runtime folder and bus.
 as_user() {
@@ -55,15 +52,45 @@ capture() {
   set -e
 }
 
+# One user, its manager started; sets user, uid, gid, home, worker (the mode line's worker
+# clause) and ids (the worker's "uid gid" inside).
+make_user() { # name with-range|no-range
+  user=$1
+  if [ "$2" = with-range ]; then
+    useradd -m -U -s /bin/sh "$user"
+  else
+    useradd -m -U -s /bin/sh -K SUB_UID_COUNT=0 -K SUB_GID_COUNT=0 "$user"
+  fi
+  uid=$(id -u "$user")
+  gid=$(id -g "$user")
+  home=/home/$user
+  if [ "$2" = with-range ]; then
+    start=$(sed -n "s/^$user:\([0-9]*\):.*/\1/p" /etc/subuid)
+    [ -n "$start" ] || fail "useradd gave $user no subordinate range"
+    worker="the worker is uid 1000 there, $((start + 999)) on the host, from the user's subordinate ids"
+    ids="1000 1000"
+  else
+    ! grep -q "^$user:" /etc/subuid || fail "$user has a subordinate range"
+    worker="the worker is that one id without capabilities: no subordinate ids are used"
+    ids="0 0"
+  fi
+  systemctl start "user@$uid.service"
+  local manager=/sys/fs/cgroup/user.slice/user-$uid.slice/user@$uid.service
+  [ "$(stat -c %u "$manager")" = "$uid" ] || fail "$manager is not owned by uid $uid"
+  ok "$user ($2): user@$uid.service runs, its cgroup owned by the user, with: $(cat "$manager/cgroup.controllers")"
+}
+
+checks() { # label
 # A. From root's cgroup: corral asks the user's manager for its own scope.
 capture "$bin/corral" probe
 echo "$out"
 [ "$rc" = 0 ] || fail "A. probe exit $rc, want 0"
-echo "$out" | grep -q "^mode: rootless (corral runs as uid $uid gid $gid" || fail "A. no rootless mode line"
+echo "$out" | grep -qF "mode: rootless (corral runs as uid $uid gid $gid, mapped to 0 in a user namespace of its own; $worker)" ||
+  fail "A. no rootless mode line naming the worker's ids"
 [ "$(echo "$out" | grep -c '^enforced')" = 9 ] || fail "A. want nine enforced capabilities"
 echo "$out" | grep -q "user@$uid.service/app.slice/corral-scope-[0-9]*-[0-9]*.scope (the transient scope" ||
   fail "A. the evidence does not name the scope the user's manager gave corral"
-ok "A. rootless from a cgroup the user does not own: all nine capabilities, in a scope of the user's manager"
+ok "$1: A. rootless from a cgroup the user does not own: all nine capabilities, in a scope of the user's manager"
 
 # B. In a scope shared with another of the user's processes: a scope of corral's own, a captured
 # patch, the manifest's mode, and verify.
@@ -79,7 +106,7 @@ grep -q '"mode":"rootless"' "$manifest" || grep -q '"mode": "rootless"' "$manife
 [ "$(stat -c %u "$manifest")" = "$uid" ] || fail "B. the manifest is not the user's"
 capture "$bin/corral" verify "$manifest"
 [ "$rc" = 0 ] || fail "B. verify exit $rc: $out"
-ok "B. demo in a shared scope: captured, manifest records rootless, owned by the user, verified"
+ok "$1: B. demo in a shared scope: captured, manifest records rootless, owned by the user, verified"
 
 # C. Attacks from inside, each with its control outside.
 canary="corral-canary-$RANDOM$RANDOM"
@@ -105,6 +132,7 @@ r userns 'unshare -U true'
 r mount 'mount -t tmpfs x /tmp'
 r caps 'grep -q \"^CapEff:.*[1-9a-f]\" /proc/self/status'
 python3 -c \"import os; os.setxattr('src', 'user.overlay.opaque', b'y')\" 2>/dev/null
+echo \"ids \$(id -u) \$(id -g)\"
 echo changed > src/a.txt"
 as_user python3 - "$work" "$sha" "$sh_real" "$attack" <<'PY'
 import json, sys
@@ -143,11 +171,24 @@ for a in secret home-write userns mount caps; do
   echo "$out" | grep -qx "ATTACK $a: blocked" || fail "C. attack $a: not blocked"
 done
 [ ! -e "$home/pwned-$canary" ] || fail "C. the worker wrote into the user's HOME"
+echo "$out" | grep -qx "ids $ids" || fail "C. the worker's ids inside are not $ids"
 # The overlay's own xattrs are user.overlay.* in rootless mode: an opaque mark the worker
 # tries to set on src/ must not make capture report the lower's src/b.txt deleted.
 grep -q '"src/a.txt"' "$manifest" || fail "C. the manifest does not list src/a.txt"
 if grep -q '"src/b.txt"' "$manifest"; then fail "C. a forged opaque mark deleted src/b.txt"; fi
-ok "C. the user's secret unseen, HOME unwritten, no user namespace, no mount, no capability, no forged deletion"
+ok "$1: C. the user's secret unseen, HOME unwritten, no user namespace, no mount, no capability, no forged deletion"
+
+rm -rf "$work"
+}
+
+make_user corral-vm-user with-range
+checks "with a range"
+first_uid=$uid
+make_user corral-vm-single no-range
+checks "without a range"
+systemctl stop "user@$uid.service"
+single_uid=$uid
+user=corral-vm-user uid=$first_uid gid=$(id -g corral-vm-user) home=/home/corral-vm-user
 
 # D. Control: no manager to ask.
 systemctl stop "user@$uid.service"
@@ -165,6 +206,8 @@ ok "D. control: without the user's manager, refused in one line naming the cgrou
 # (corral-vm.service is the guest's own unit, running this script.)
 left=$(find /sys/fs/cgroup -name 'corral-*' ! -name corral-vm.service)
 [ -z "$left" ] || fail "E. cgroups left: $left"
-pgrep -u "$uid" >/dev/null && fail "E. processes of the user left: $(pgrep -u "$uid" -a)"
+for u in "$uid" "$single_uid"; do
+  pgrep -u "$u" >/dev/null && fail "E. processes of uid $u left: $(pgrep -u "$u" -a)"
+done
 ok "E. no corral cgroup, scope or process of the user's left"
-rm -rf "$bin" "$work"
+rm -rf "$bin"

@@ -143,6 +143,7 @@ struct Meta {
 pub struct BaseCache {
     root: PathBuf,
     limits: CacheLimits,
+    owner: Option<(u32, u32)>,
 }
 
 fn internal(what: &str) -> impl Fn(io::Error) -> BaseError + '_ {
@@ -194,9 +195,18 @@ impl BaseCache {
         let cache = Self {
             root: root.to_path_buf(),
             limits,
+            owner: None,
         };
         cache.collect_torn();
         Ok(cache)
+    }
+
+    /// Checkouts made from now on belong to `uid`/`gid`, written so by the helper (rootless
+    /// mode with subordinate ids, where the worker must own its lower layer; ADR-0080).
+    #[must_use]
+    pub fn with_owner(mut self, owner: Option<(u32, u32)>) -> Self {
+        self.owner = owner;
+        self
     }
 
     /// The cache root.
@@ -453,6 +463,15 @@ impl BaseCache {
             fs::create_dir(staging.join(d))
                 .map_err(internal("creating the checkout's staging directory"))?;
         }
+        if let Some((uid, gid)) = self.owner {
+            // The helper writes as the owner: its one writable folder is the owner's.
+            rustix::fs::chown(
+                staging.join("work"),
+                Some(rustix::process::Uid::from_raw(uid)),
+                Some(rustix::process::Gid::from_raw(gid)),
+            )
+            .map_err(|e| BaseError::Internal(format!("giving the staging folder away: {e}")))?;
+        }
         let req = Request {
             git,
             objects: objects.to_path_buf(),
@@ -462,6 +481,7 @@ impl BaseCache {
             max_entries: self.limits.checkout.max_entries,
             max_bytes: self.limits.checkout.max_bytes,
             timeout_ms: u64::try_from(self.limits.timeout.as_millis()).unwrap_or(u64::MAX),
+            owner: self.owner,
         };
         let response = match isolation {
             Isolation::Helper { exe } => crate::helper::spawn(exe, &req),

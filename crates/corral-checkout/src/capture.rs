@@ -494,6 +494,7 @@ fn run_helper() -> Result<CaptureReply, String> {
         read_only,
         writable: job.work.clone(),
         read_only_fds: vec![Arc::clone(&upper)],
+        run_as: None,
     })?;
     let upper_fd = rustix::io::dup(&*upper).map_err(|e| format!("capture helper: {e}"))?;
     let upper = UpperLayer::from_fd(upper_fd).map_err(|e| format!("capture helper: {e}"))?;

@@ -16,7 +16,9 @@
 //!   allow, new namespaces, mounts, ptrace, BPF, keyrings, modules, io_uring).
 //!
 //! It keeps uid 0 (without capabilities): the checkout must be owned by the cache's owner, and
-//! a uid of its own would need a chown of every file afterwards.
+//! a uid of its own would need a chown of every file afterwards. The exception is rootless
+//! mode with subordinate ids ([`Confinement::run_as`]): there the worker's id owns the
+//! checkout, so the helper becomes that id before it writes a byte.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -51,6 +53,10 @@ pub struct Confinement {
     /// Read-only: directories held open (the upper layer, which lives on a detached mount
     /// and has no path in any namespace).
     pub read_only_fds: Vec<Arc<OwnedFd>>,
+    /// The uid and gid the helper becomes (supplementary groups dropped), so that what it
+    /// writes is theirs: rootless mode with subordinate ids, where the base checkout must
+    /// belong to the worker because it cannot be idmapped (ADR-0080). `None`: it keeps uid 0.
+    pub run_as: Option<(u32, u32)>,
 }
 
 /// How far the confinement went on this host (recorded by the caller).
@@ -170,7 +176,7 @@ pub fn confine(c: &Confinement) -> Result<Confined, String> {
     .map_err(err("remounting the helper's root read-only"))?;
 
     let landlock = restrict_landlock(c)?;
-    drop_capabilities()?;
+    drop_capabilities(c.run_as)?;
     rustix::thread::set_no_new_privs(true)
         .map_err(|e| format!("confining the helper: no_new_privs: {e}"))?;
     restrict_syscalls()?;
@@ -221,7 +227,7 @@ fn restrict_landlock(c: &Confinement) -> Result<&'static str, String> {
 
 /// Every capability gone from every set but `CAP_DAC_READ_SEARCH` (read-only access to a
 /// private object database); the bounding set too, so git started next cannot regain any.
-fn drop_capabilities() -> Result<(), String> {
+fn drop_capabilities(run_as: Option<(u32, u32)>) -> Result<(), String> {
     use caps::{CapSet, Capability};
     let e = |e: caps::errors::CapsError| format!("confining the helper: capabilities: {e}");
     let keep = Capability::CAP_DAC_READ_SEARCH;
@@ -232,9 +238,31 @@ fn drop_capabilities() -> Result<(), String> {
     }
     caps::clear(None, CapSet::Ambient).map_err(e)?;
     caps::clear(None, CapSet::Inheritable).map_err(e)?;
+    if let Some((uid, gid)) = run_as {
+        // The ids change while the permitted set is kept (keepcaps), then everything but
+        // CAP_DAC_READ_SEARCH goes below. Per thread: the helper is single-threaded here.
+        let ids = |what: &str| {
+            let what = what.to_owned();
+            move |e: rustix::io::Errno| format!("confining the helper: {what}: {e}")
+        };
+        rustix::thread::set_thread_groups(&[]).map_err(ids("setgroups"))?;
+        rustix::thread::set_keep_capabilities(true).map_err(ids("keepcaps"))?;
+        let g = rustix::process::Gid::from_raw(gid);
+        rustix::thread::set_thread_res_gid(g, g, g).map_err(ids("setresgid"))?;
+        let u = rustix::process::Uid::from_raw(uid);
+        rustix::thread::set_thread_res_uid(u, u, u).map_err(ids("setresuid"))?;
+        rustix::thread::set_keep_capabilities(false).map_err(ids("keepcaps"))?;
+    }
     let only: caps::CapsHashSet = [keep].into_iter().collect();
     caps::set(None, CapSet::Effective, &only).map_err(e)?;
     caps::set(None, CapSet::Permitted, &only).map_err(e)?;
+    if run_as.is_some() {
+        // As uid 0 the git it starts regains the bounding set's one capability on exec; as
+        // another id only the ambient set carries it, so git can still read a private object
+        // database.
+        caps::set(None, CapSet::Inheritable, &only).map_err(e)?;
+        caps::raise(None, CapSet::Ambient, keep).map_err(e)?;
+    }
     Ok(())
 }
 

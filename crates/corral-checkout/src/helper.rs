@@ -45,6 +45,10 @@ pub struct Request {
     pub max_bytes: u64,
     /// Time the materialization may take, in milliseconds.
     pub timeout_ms: u64,
+    /// The uid and gid that own the checkout ([`Confinement::run_as`]); `None`: the
+    /// helper's own (uid 0).
+    #[serde(default)]
+    pub owner: Option<(u32, u32)>,
 }
 
 /// What the helper did.
@@ -167,6 +171,7 @@ fn serve_inner(req: &Request, confined: bool) -> Result<Response, MaterializeErr
             read_only,
             writable: req.work.clone(),
             read_only_fds: Vec::new(),
+            run_as: req.owner,
         })
         .map_err(MaterializeError::Internal)?
         .landlock

@@ -107,6 +107,7 @@ fn probe(args: &[String]) {
             read_only: vec![],
             writable: work.to_path_buf(),
             read_only_fds: vec![std::sync::Arc::clone(&held)],
+            run_as: None,
         })
         .unwrap();
         println!("landlock: {}", c.landlock);
@@ -226,6 +227,38 @@ fn helper_materializes_and_refuses_for_real() {
     assert!(tmp.is_empty(), "{tmp:?}");
 }
 
+/// Rootless mode with subordinate ids (ADR-0080): the helper becomes the checkout's owner
+/// before it writes, and still reads a private object database (the one capability it keeps
+/// reaches the git it starts through the ambient set). Control: without an owner the checkout
+/// is the helper's own uid 0's.
+fn helper_writes_as_the_owner_it_is_given() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let repo = common::Repo::new();
+    let sha = repo.commit_files(&[("src/a.py", b"print(1)\n")]);
+    // A private object database: only its owner (root) may enter it.
+    let objects = repo.path().join(".git/objects");
+    std::fs::set_permissions(&objects, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let owner = (54_321, 54_322);
+    let exe = Isolation::Helper {
+        exe: std::env::current_exe().unwrap(),
+    };
+    for (given, want) in [(Some(owner), owner), (None, (0, 0))] {
+        let t = tempfile::tempdir().unwrap();
+        let cache = BaseCache::open(&t.path().join("cache"), CacheLimits::default())
+            .unwrap()
+            .with_owner(given);
+        let co = cache.checkout(repo.path(), &sha, &exe).unwrap();
+        for rel in ["", "src", "src/a.py"] {
+            let m = std::fs::symlink_metadata(co.dir.join(rel)).unwrap();
+            assert_eq!((m.uid(), m.gid()), want, "{rel:?} with owner {given:?}");
+        }
+        assert_eq!(
+            std::fs::read(co.dir.join("src/a.py")).unwrap(),
+            b"print(1)\n"
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -238,7 +271,7 @@ fn main() {
         eprintln!("confinement: needs root");
         std::process::exit(1);
     }
-    let tests: [(&str, fn()); 2] = [
+    let tests: [(&str, fn()); 3] = [
         (
             "confined_probe_sees_only_its_target",
             confined_probe_sees_only_its_target,
@@ -247,10 +280,14 @@ fn main() {
             "helper_materializes_and_refuses_for_real",
             helper_materializes_and_refuses_for_real,
         ),
+        (
+            "helper_writes_as_the_owner_it_is_given",
+            helper_writes_as_the_owner_it_is_given,
+        ),
     ];
     for (name, f) in tests {
         f();
         println!("test {name} ... ok");
     }
-    println!("2 passed, 0 failed");
+    println!("3 passed, 0 failed");
 }

@@ -1,7 +1,9 @@
 //! `cargo bench -p corral-linux`: time to start `/bin/true` plainly, under
 //! `bwrap --unshare-all`, and in the full corral sandbox (all namespaces, cgroup, size-capped
 //! tmpfs with an idmapped overlay workspace, Landlock, seccomp). Prints medians and the
-//! ratio corral/bwrap. Needs root and `bwrap` (bubblewrap).
+//! ratio corral/bwrap. Needs `bwrap` (bubblewrap). As root it measures root mode; as an
+//! ordinary user on a host rootless mode runs on (ADR-0080), rootless mode against bwrap run
+//! by the same user (`tests/guest/bench-rootless.sh` runs both in a guest).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -39,6 +41,9 @@ fn time<F: FnMut()>(n: usize, mut f: F) -> Duration {
 }
 
 fn main() {
+    // As corral's main does: the mode is chosen while this process has one thread.
+    corral_linux::rootless::choose_mode();
+    println!("mode: {}", corral_linux::rootless::mode());
     let n = 50;
     let plain = time(n, || {
         assert!(

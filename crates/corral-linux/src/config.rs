@@ -48,16 +48,18 @@ pub const WORKER_ID_BASE: u32 = 2_000_000_000;
 impl Default for LinuxConfig {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
-        // Rootless mode maps one id, the user's, to 0: the worker is that id, without
-        // capabilities (ADR-0080). Root mode gives it an id of its own.
-        let id = if crate::rootless::active().is_some() {
-            0
-        } else {
-            WORKER_ID_BASE + std::process::id()
-        };
+        // Rootless mode: the user's one mapped id (0), or with subordinate ids one of those
+        // (ADR-0080). Root mode gives the worker an id of its own per supervisor.
+        let (uid, gid) = crate::rootless::active().map_or_else(
+            || {
+                let id = WORKER_ID_BASE + std::process::id();
+                (id, id)
+            },
+            |r| r.worker_ids(),
+        );
         Self {
-            worker_uid: id,
-            worker_gid: id,
+            worker_uid: uid,
+            worker_gid: gid,
             cpu_bandwidth_millicores: cpus * 1000,
             cpu_period_us: 100_000,
             cpu_check_interval: Duration::from_millis(20),

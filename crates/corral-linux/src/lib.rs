@@ -133,6 +133,12 @@ impl LocalSandboxExecutor for LinuxSandboxExecutor {
         self.report.capabilities.clone()
     }
 
+    fn workspace_owner(&self) -> Option<(u32, u32)> {
+        rootless::active()
+            .filter(|r| r.subids.is_some())
+            .map(|_| (self.config.worker_uid, self.config.worker_gid))
+    }
+
     fn mode(&self) -> Option<corral_contract::SandboxMode> {
         Some(if rootless::active().is_some() {
             corral_contract::SandboxMode::Rootless

@@ -511,6 +511,19 @@ fn workspace_layers(
         .map_err(|e| setup_err("workspace", e))?;
     let mut lower_attr = ro_attr();
     let idmapped = owner != (uid, gid);
+    if idmapped && crate::rootless::active().is_some() {
+        // An idmapped mount of a host file system needs host root (ADR-0080).
+        return Err(setup_err(
+            "workspace lower layer",
+            io::Error::other(format!(
+                "{} belongs to uid {} gid {}, not to the worker's uid {uid} gid {gid}: in \
+                 rootless mode the lower layer cannot be idmapped, so the worker must own it",
+                input.workspace.display(),
+                owner.0,
+                owner.1
+            )),
+        ));
+    }
     let userns;
     if idmapped {
         userns = idmap_userns(exe, owner)?;
@@ -633,7 +646,7 @@ fn worker_plan(
         envp,
         uid,
         gid,
-        drop_groups: crate::rootless::active().is_none(),
+        drop_groups: crate::rootless::active().is_none_or(|r| r.subids.is_some()),
         cwd: cstring("/workspace")?,
         rlimits: vec![
             // A backstop one second past the budget, not the budget itself: the kernel judges

@@ -226,7 +226,9 @@ pub fn capabilities_from(o: &Observations) -> SandboxCapabilities {
         ),
         credential_isolation: combine(
             &[root, ("seccomp", &o.seccomp), run],
-            if crate::rootless::active().is_some() {
+            if crate::rootless::active().is_some_and(|r| r.subids.is_some()) {
+                "explicit environment only; rootless: the worker is an id of its own from the user's subordinate ids, shared with no other host user, supplementary groups dropped; all capability sets empty, securebits locked; no_new_privs; non-dumpable init"
+            } else if crate::rootless::active().is_some() {
                 // ADR-0080: one id is mapped, so the worker is the user (with the user's
                 // supplementary groups, which a denied setgroups cannot drop); the view
                 // corral builds is what keeps the user's files out of reach.
@@ -461,12 +463,14 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
         }
         let _remove = Remove(&dir);
         fs::write(dir.join("base"), b"x")?;
+        own_for_worker(config, &dir)?;
+        own_for_worker(config, &dir.join("base"))?;
         let lower = sys::open_tree_clone(&dir.to_string_lossy(), false)?;
-        // Idmapped to the worker as in a run, where the worker is not the owner (root mode);
-        // in rootless mode the worker is the owner's one mapped id, and an idmapped mount of
-        // a host file system is not the user's to make.
+        // Idmapped to the worker as in a run (root mode); in rootless mode an idmapped mount
+        // of a host file system is not the user's to make, so the worker owns the lower, as
+        // it owns a run's base checkout.
         let worker = (config.worker_uid, config.worker_gid);
-        let idmapped = worker != (0, 0);
+        let idmapped = crate::rootless::active().is_none();
         let mut attr = sys::MountAttr {
             attr_set: sys::MOUNT_ATTR_RDONLY,
             ..sys::MountAttr::default()
@@ -536,7 +540,10 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
             if idmapped {
                 format!("an idmapped (uid 0 -> {})", config.worker_uid)
             } else {
-                "a (rootless: not idmapped, owned by the worker's one id)".to_owned()
+                format!(
+                    "a (rootless: not idmapped, owned by the worker's uid {})",
+                    config.worker_uid
+                )
             },
             dir.parent()
                 .map_or_else(String::new, |p| p.display().to_string()),
@@ -546,6 +553,15 @@ fn probe_overlay(config: &LinuxConfig) -> Observation {
         Ok(s) => Observation::ok(s),
         Err(e) => Observation::missing(format!("overlay/idmapped mount: {e}")),
     }
+}
+
+/// In rootless mode, gives a file the probe made to the worker: the lower cannot be
+/// idmapped there, so the worker must own it, as it owns a run's base checkout (ADR-0080).
+fn own_for_worker(config: &LinuxConfig, path: &std::path::Path) -> io::Result<()> {
+    if crate::rootless::active().is_some() {
+        sys::lchown(path, config.worker_uid, config.worker_gid)?;
+    }
+    Ok(())
 }
 
 fn probe_seccomp() -> Observation {
@@ -641,7 +657,7 @@ fn probe_run(
             "ran {truth} as uid {} in new pid/mount/net/ipc/uts/cgroup namespaces (loopback up, pivot_root onto the attempt tmpfs, fresh /proc, {}, capabilities dropped, no_new_privs, {}seccomp): exit 0 in {ms} ms",
             config.worker_uid,
             if crate::rootless::active().is_some() {
-                "overlay workspace over the user's own files (rootless: not idmapped)"
+                "overlay workspace owned by the worker (rootless: not idmapped)"
             } else {
                 "idmapped overlay workspace"
             },
@@ -699,7 +715,7 @@ fn probe_sandbox(
             std::process::id(),
             next_probe_id()
         ));
-    if let Err(e) = fs::create_dir_all(&dir) {
+    if let Err(e) = fs::create_dir_all(&dir).and_then(|()| own_for_worker(config, &dir)) {
         return Err(format!("temporary workspace: {e}"));
     }
     let report = ProbeReport::from_observations(partial.clone(), Some(h.clone()));
@@ -781,8 +797,16 @@ pub fn probe(config: &LinuxConfig) -> ProbeReport {
     let mut o = Observations::none(NOT_PROBED);
     o.root = match rootless {
         Some(r) => Observation::ok(format!(
-            "rootless: uid {} gid {} mapped to 0 in corral's own user namespace",
-            r.host_uid, r.host_gid
+            "rootless: uid {} gid {} mapped to 0 in corral's own user namespace{}",
+            r.host_uid,
+            r.host_gid,
+            r.subids.map_or_else(String::new, |s| format!(
+                ", with subordinate uids {}..{} after it (the worker is uid {} there, {} on the host)",
+                s.uids.0,
+                s.uids.0 + s.uids.1,
+                crate::rootless::SUBID_WORKER,
+                s.worker_host_uid()
+            ))
         )),
         None => Observation::ok("effective uid 0"),
     };

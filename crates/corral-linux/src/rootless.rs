@@ -153,36 +153,76 @@ pub fn cgroup_delegation(root: &Path, self_cgroup: &str, uid: u32) -> Need {
     }
 }
 
-/// A subordinate id range (`/etc/subuid`, `/etc/subgid`) for the user and `newuidmap`: then
-/// the worker gets ids of its own, distinct from the user's. Not required: without them the
-/// worker is the user's own uid inside the namespace (ADR-0080).
-#[must_use]
-pub fn subordinate_ids(root: &Path, uid: u32, user: Option<&str>) -> Need {
-    let range = |file: &str| -> Option<(u64, u64)> {
+/// The worker's uid and gid inside corral's user namespace when a subordinate range is
+/// mapped there (inside ids `1..=count` are the range): an id of its own, distinct from the
+/// user's on the host (the range's `SUBID_WORKER`th id). Fixed, so that the base checkouts
+/// it owns (the workspace's lower layer cannot be idmapped in rootless mode) serve every run.
+pub const SUBID_WORKER: u32 = 1000;
+
+/// The user's subordinate ranges (`/etc/subuid`, `/etc/subgid`), mapped into corral's user
+/// namespace after the user's own id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubIds {
+    /// First subordinate uid on the host, and how many (at most 65536 are mapped).
+    pub uids: (u64, u64),
+    /// First subordinate gid on the host, and how many (at most 65536 are mapped).
+    pub gids: (u64, u64),
+}
+
+impl SubIds {
+    /// The worker's uid on the host.
+    #[must_use]
+    pub fn worker_host_uid(&self) -> u64 {
+        self.uids.0 + u64::from(SUBID_WORKER) - 1
+    }
+}
+
+/// A subordinate range: its first id on the host, and how many.
+type Range = (u64, u64);
+
+/// The user's ranges in `/etc/subuid` and `/etc/subgid` (by name or uid) under `root`, and
+/// whether `newuidmap`/`newgidmap` are installed; ranges too small for [`SUBID_WORKER`] are
+/// none.
+fn subordinate_ranges(
+    root: &Path,
+    uid: u32,
+    user: Option<&str>,
+) -> (Option<Range>, Option<Range>, bool) {
+    let range = |file: &str| -> Option<Range> {
         read(root, file)?.lines().find_map(|l| {
             let mut f = l.split(':');
             let who = f.next()?;
             if who != uid.to_string() && Some(who) != user {
                 return None;
             }
-            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+            let (start, count): (u64, u64) = (f.next()?.parse().ok()?, f.next()?.parse().ok()?);
+            (count >= u64::from(SUBID_WORKER)).then_some((start, count.min(65536)))
         })
     };
     let tools = ["usr/bin/newuidmap", "usr/bin/newgidmap"]
         .iter()
         .all(|t| root.join(t).exists());
-    let found = match (range("etc/subuid"), range("etc/subgid")) {
-        (Some((u, n)), Some(_)) if tools => Need::ok(format!(
+    (range("etc/subuid"), range("etc/subgid"), tools)
+}
+
+/// A subordinate id range (`/etc/subuid`, `/etc/subgid`) for the user and `newuidmap`: then
+/// the worker gets ids of its own, distinct from the user's. Not required: without them the
+/// worker is the user's own uid inside the namespace (ADR-0080).
+#[must_use]
+pub fn subordinate_ids(root: &Path, uid: u32, user: Option<&str>) -> Need {
+    let found = match subordinate_ranges(root, uid, user) {
+        (Some((u, n)), Some(_), true) => Need::ok(format!(
             "subordinate ids {u}..{} for uid {uid} (the worker gets ids of its own)",
             u + n
         )),
-        (Some(_), Some(_)) => Need::missing(
+        (Some(_), Some(_), false) => Need::missing(
             "newuidmap/newgidmap are not installed (Debian: the uidmap package): the worker would \
              run as your own uid",
         ),
         _ => Need::missing(format!(
-            "no /etc/subuid and /etc/subgid range for uid {uid}: the worker would run as your own \
-             uid (add one with `usermod --add-subuids`/`--add-subgids`)"
+            "no /etc/subuid and /etc/subgid range of {SUBID_WORKER} or more ids for uid {uid}: \
+             the worker would run as your own uid (add one with `usermod --add-subuids`/\
+             `--add-subgids`)"
         )),
     };
     found.optional()
@@ -290,6 +330,21 @@ pub struct Rootless {
     pub host_uid: u32,
     /// The invoking user's gid on the host (0 inside).
     pub host_gid: u32,
+    /// The subordinate ranges mapped after the user's id, when the host has them: the worker
+    /// is then [`SUBID_WORKER`] inside, an id of its own on the host.
+    pub subids: Option<SubIds>,
+}
+
+impl Rootless {
+    /// The worker's uid and gid inside corral's user namespace.
+    #[must_use]
+    pub fn worker_ids(&self) -> (u32, u32) {
+        if self.subids.is_some() {
+            (SUBID_WORKER, SUBID_WORKER)
+        } else {
+            (0, 0)
+        }
+    }
 }
 
 static ENTERED: std::sync::OnceLock<Rootless> = std::sync::OnceLock::new();
@@ -348,7 +403,12 @@ pub fn choose_mode() {
         .map(|n| n.what.as_str())
         .collect();
     let outcome = if missing.is_empty() {
-        enter()
+        let user = std::env::var("USER").ok();
+        let subids = match subordinate_ranges(Path::new("/"), uid, user.as_deref()) {
+            (Some(uids), Some(gids), true) => Some(SubIds { uids, gids }),
+            _ => None,
+        };
+        enter(subids)
     } else {
         Err(format!("this host lacks: {}{asked}", missing.join("; ")))
     };
@@ -439,26 +499,136 @@ fn ask_user_manager_for_scope() -> Result<String, String> {
     }
 }
 
-/// Enters a new user namespace (the caller's uid and gid mapped to 0, `setgroups` denied, as
-/// an unprivileged map must) and a new mount namespace it owns, with every mount private.
-fn enter() -> Result<Rootless, String> {
+/// Enters a new user namespace and a new mount namespace it owns, with every mount private.
+/// Without subordinate ids the caller's uid and gid are mapped to 0 and nothing else
+/// (`setgroups` denied, as an unprivileged map must). With them, a child left outside runs
+/// `newuidmap`/`newgidmap` (setuid helpers that check `/etc/subuid`) on corral once it is in
+/// the namespace: 0 is the user, `1..=count` the range. Their failure is a refusal, never a
+/// quiet fall back to the one id.
+fn enter(subids: Option<SubIds>) -> Result<Rootless, String> {
     // SAFETY: getuid/getgid have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    crate::sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
-        .map_err(|e| format!("entering a user namespace of corral's own: {e}"))?;
-    for (file, data) in [
-        ("/proc/self/setgroups", "deny".to_owned()),
-        ("/proc/self/uid_map", format!("0 {uid} 1")),
-        ("/proc/self/gid_map", format!("0 {gid} 1")),
-    ] {
-        fs::write(file, data).map_err(|e| format!("writing {file}: {e}"))?;
-    }
-    crate::sys::make_mounts_private()
-        .map_err(|e| format!("making corral's mounts private in its namespace: {e}"))?;
-    Ok(Rootless {
+    let rootless = Rootless {
         host_uid: uid,
         host_gid: gid,
-    })
+        subids,
+    };
+    let Some(sub) = subids else {
+        crate::sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
+            .map_err(|e| format!("entering a user namespace of corral's own: {e}"))?;
+        for (file, data) in [
+            ("/proc/self/setgroups", "deny".to_owned()),
+            ("/proc/self/uid_map", format!("0 {uid} 1")),
+            ("/proc/self/gid_map", format!("0 {gid} 1")),
+        ] {
+            fs::write(file, data).map_err(|e| format!("writing {file}: {e}"))?;
+        }
+        crate::sys::make_mounts_private()
+            .map_err(|e| format!("making corral's mounts private in its namespace: {e}"))?;
+        return Ok(rootless);
+    };
+    map_by_helpers(uid, gid, sub)?;
+    crate::sys::make_mounts_private()
+        .map_err(|e| format!("making corral's mounts private in its namespace: {e}"))?;
+    Ok(rootless)
+}
+
+/// `unshare(CLONE_NEWUSER | CLONE_NEWNS)`, then a child forked before it maps corral's ids
+/// with `newuidmap`/`newgidmap`; returns once the maps are written, or why they are not.
+fn map_by_helpers(uid: u32, gid: u32, sub: SubIds) -> Result<(), String> {
+    use std::io::{Read as _, Write as _};
+    use std::os::fd::FromRawFd as _;
+    let me = std::process::id();
+    let pipe = || -> Result<(fs::File, fs::File), String> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` is a valid out-array of two ints.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: both descriptors were just made and are owned here only.
+        Ok(unsafe { (fs::File::from_raw_fd(fds[0]), fs::File::from_raw_fd(fds[1])) })
+    };
+    let (mut go_rx, mut go_tx) = pipe()?;
+    let (mut answer_rx, answer_tx) = pipe()?;
+    let uid_args = [
+        me.to_string(),
+        "0".into(),
+        uid.to_string(),
+        "1".into(),
+        "1".into(),
+        sub.uids.0.to_string(),
+        sub.uids.1.to_string(),
+    ];
+    let gid_args = [
+        me.to_string(),
+        "0".into(),
+        gid.to_string(),
+        "1".into(),
+        "1".into(),
+        sub.gids.0.to_string(),
+        sub.gids.1.to_string(),
+    ];
+    // SAFETY: corral has one thread here (see `choose_mode`), so the child is a whole copy
+    // of it and may allocate and start processes; it leaves only through `_exit`.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(go_tx);
+        drop(answer_rx);
+        let mut answer_tx = answer_tx;
+        let mut b = [0u8; 1];
+        let answer = if go_rx.read_exact(&mut b).is_err() {
+            "corral ended before it entered its namespace".to_owned()
+        } else {
+            let run = |tool: &str, args: &[String]| -> Result<(), String> {
+                let out = std::process::Command::new(tool)
+                    .args(args)
+                    .output()
+                    .map_err(|e| format!("{tool}: {e}"))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{tool} {}: {} ({})",
+                        args.join(" "),
+                        String::from_utf8_lossy(&out.stderr).trim(),
+                        out.status
+                    ))
+                }
+            };
+            match run("/usr/bin/newuidmap", &uid_args)
+                .and_then(|()| run("/usr/bin/newgidmap", &gid_args))
+            {
+                Ok(()) => "ok".to_owned(),
+                Err(e) => e,
+            }
+        };
+        let _ = answer_tx.write_all(answer.as_bytes());
+        // SAFETY: ends the child without running the parent's exit handlers twice.
+        unsafe { libc::_exit(0) };
+    }
+    drop(go_rx);
+    drop(answer_tx);
+    let entered = crate::sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)
+        .map_err(|e| format!("entering a user namespace of corral's own: {e}"));
+    if entered.is_ok() {
+        let _ = go_tx.write_all(b"g");
+    }
+    drop(go_tx);
+    let mut answer = String::new();
+    let _ = answer_rx.read_to_string(&mut answer);
+    let _ = crate::sys::waitpid(pid);
+    entered?;
+    if answer == "ok" {
+        Ok(())
+    } else {
+        Err(format!(
+            "mapping the subordinate ids of /etc/subuid and /etc/subgid: {answer} (fix the \
+             range or newuidmap, or remove the range to run the worker as your own uid)"
+        ))
+    }
 }
 
 /// The mode corral uses as the user running it now, and why: `corral probe`'s first words
@@ -467,9 +637,19 @@ fn enter() -> Result<Rootless, String> {
 #[must_use]
 pub fn mode() -> String {
     if let Some(r) = active() {
+        let worker = match r.subids {
+            Some(s) => format!(
+                "the worker is uid {SUBID_WORKER} there, {} on the host, from the user's \
+                 subordinate ids",
+                s.worker_host_uid()
+            ),
+            None => "the worker is that one id without capabilities: no subordinate ids are \
+                     used"
+                .to_owned(),
+        };
         return format!(
             "rootless (corral runs as uid {} gid {}, mapped to 0 in a user namespace of its \
-             own; the worker is that one id without capabilities: no subordinate ids are used)",
+             own; {worker})",
             r.host_uid, r.host_gid
         );
     }

@@ -280,8 +280,16 @@ pub fn run_attempt(
         "capability gate: all nine attested"
     );
     let t = std::time::Instant::now();
-    let cache = BaseCache::open(inputs.cache, inputs.cache_limits)
-        .map_err(|e| RunError::Internal(e.to_string()))?;
+    // Checkouts a backend needs owned by its worker live apart from the others, so a cache
+    // never mixes owners (ADR-0080).
+    let owner = executor.workspace_owner();
+    let cache_root = match owner {
+        Some((uid, gid)) => inputs.cache.join(format!("owned-{uid}-{gid}")),
+        None => inputs.cache.to_path_buf(),
+    };
+    let cache = BaseCache::open(&cache_root, inputs.cache_limits)
+        .map_err(|e| RunError::Internal(e.to_string()))?
+        .with_owner(owner);
     // Held until the attempt ends: an entry in use is never evicted.
     let base = cache
         .checkout(inputs.repo, run.base_sha(), inputs.checkout)

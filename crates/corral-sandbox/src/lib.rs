@@ -422,6 +422,13 @@ pub trait LocalSandboxExecutor: Send + Sync {
         None
     }
 
+    /// The uid and gid a base checkout must belong to, when the backend cannot map the
+    /// checkout's owner to its worker (Linux's rootless mode with subordinate ids: no
+    /// idmapped mounts without host root). `None`: any owner.
+    fn workspace_owner(&self) -> Option<(u32, u32)> {
+        None
+    }
+
     /// Runs one attested request. Only reachable through [`execute_admitted`].
     fn execute(
         &self,
