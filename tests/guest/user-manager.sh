@@ -18,7 +18,8 @@
 #      capability; an opaque mark the worker sets on a folder (`user.overlay.opaque`, the
 #      overlay's own xattr in rootless mode) does not make capture delete the folder's files;
 #      the worker's ids are the expected ones (with a range: inside 1000, on the host the
-#      range's 1000th id, not the user's; without: the user's, as 0);
+#      range's 1000th id, not the user's; without: the user's, as 0); `corral cache` lists the
+#      runs' checkouts and empties the cache, after which the user can remove it by hand;
 # Then, for the user with a range:
 #   D. control: with the user's manager stopped (no bus to ask) the run is refused in one line
 #      that names the cgroup, what asking said, and the fix;
@@ -177,6 +178,20 @@ echo "$out" | grep -qx "ids $ids" || fail "C. the worker's ids inside are not $i
 grep -q '"src/a.txt"' "$manifest" || fail "C. the manifest does not list src/a.txt"
 if grep -q '"src/b.txt"' "$manifest"; then fail "C. a forged opaque mark deleted src/b.txt"; fi
 ok "$1: C. the user's secret unseen, HOME unwritten, no user namespace, no mount, no capability, no forged deletion"
+
+# The cache the runs filled, listed and emptied by `corral cache`: with a range the worker owns
+# those checkouts, so only corral (in its namespace) can remove them; after `gc --all` the
+# user can remove the whole cache by hand.
+capture "$bin/corral" cache ls
+echo "$out" | head -1
+echo "$out" | grep -q "^2 base checkout(s)" || fail "C. cache ls: want the two runs' checkouts: $out"
+capture "$bin/corral" cache gc --all
+[ "$rc" = 0 ] || fail "C. cache gc --all exit $rc: $out"
+capture "$bin/corral" cache ls
+echo "$out" | grep -q "^0 base checkout(s)" || fail "C. cache ls after gc --all: $out"
+capture rm -rf "$home/.cache/corral"
+if [ "$rc" != 0 ] || [ -e "$home/.cache/corral" ]; then fail "C. the user cannot remove its cache: $out"; fi
+ok "$1: the cache lists both checkouts, gc --all empties it, the user removes the rest"
 
 rm -rf "$work"
 }

@@ -37,14 +37,21 @@ fn open() -> Result<BaseCache, u8> {
         eprintln!("corral: {line}");
         exit::REJECTED
     })?;
-    let dir = default_cache_dir();
-    BaseCache::open(&dir, limits).map_err(|e| {
-        eprintln!(
-            "corral: cache {}: {e}",
-            crate::display::escape(&dir.display().to_string())
-        );
-        exit::FAILED
-    })
+    // The cache runs use in this mode: in rootless mode with subordinate ids the worker owns
+    // its checkouts, and they live apart (ADR-0080).
+    let dir = corral_runner::cache_root_for(
+        &default_cache_dir(),
+        corral_linux::rootless::workspace_owner(),
+    );
+    BaseCache::open(&dir, limits)
+        .map(|c| c.with_owner(corral_linux::rootless::workspace_owner()))
+        .map_err(|e| {
+            eprintln!(
+                "corral: cache {}: {e}",
+                crate::display::escape(&dir.display().to_string())
+            );
+            exit::FAILED
+        })
 }
 
 pub fn run(cmd: &CacheCommand) -> u8 {

@@ -129,12 +129,13 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    // As an ordinary user, the commands that start sandboxes enter rootless mode here, while
+    // As an ordinary user, the commands that start sandboxes (and `cache`, which manages what
+    // they leave, owned by the worker with subordinate ids) enter rootless mode here, while
     // corral has one thread, or keep the reason it cannot start for the probe to refuse with
     // (ADR-0080). The helpers above are corral's children and inherit the mode.
     if matches!(
         cli.command,
-        Command::Probe(_) | Command::Run(_) | Command::Demo
+        Command::Probe(_) | Command::Run(_) | Command::Demo | Command::Cache(_)
     ) {
         corral_linux::rootless::choose_mode();
     }

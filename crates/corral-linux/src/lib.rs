@@ -134,9 +134,7 @@ impl LocalSandboxExecutor for LinuxSandboxExecutor {
     }
 
     fn workspace_owner(&self) -> Option<(u32, u32)> {
-        rootless::active()
-            .filter(|r| r.subids.is_some())
-            .map(|_| (self.config.worker_uid, self.config.worker_gid))
+        rootless::workspace_owner().map(|_| (self.config.worker_uid, self.config.worker_gid))
     }
 
     fn mode(&self) -> Option<corral_contract::SandboxMode> {

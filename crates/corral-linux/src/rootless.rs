@@ -356,6 +356,16 @@ pub fn active() -> Option<Rootless> {
     ENTERED.get().copied()
 }
 
+/// The uid and gid the base checkouts must belong to in this process's mode: the worker's,
+/// in rootless mode with subordinate ids (its lower layer cannot be idmapped there); `None`
+/// otherwise.
+#[must_use]
+pub fn workspace_owner() -> Option<(u32, u32)> {
+    active()
+        .filter(|r| r.subids.is_some())
+        .map(|r| r.worker_ids())
+}
+
 /// Why rootless mode could not start in this process (`None`: it started, or was never tried
 /// because corral runs as root).
 #[must_use]

@@ -283,10 +283,7 @@ pub fn run_attempt(
     // Checkouts a backend needs owned by its worker live apart from the others, so a cache
     // never mixes owners (ADR-0080).
     let owner = executor.workspace_owner();
-    let cache_root = match owner {
-        Some((uid, gid)) => inputs.cache.join(format!("owned-{uid}-{gid}")),
-        None => inputs.cache.to_path_buf(),
-    };
+    let cache_root = crate::cache_root_for(inputs.cache, owner);
     let cache = BaseCache::open(&cache_root, inputs.cache_limits)
         .map_err(|e| RunError::Internal(e.to_string()))?
         .with_owner(owner);

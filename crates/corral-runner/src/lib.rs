@@ -14,3 +14,14 @@ pub mod executable;
 
 pub use attempt::{RunError, RunInputs, RunReport, exit, run_attempt};
 pub use corral_checkout::{BaseCache, BaseCheckout, BaseError, CacheLimits, Isolation};
+
+/// Where the base checkouts of a backend that needs them owned by `owner` live under corral's
+/// cache `cache`: a cache of their own (`owned-<uid>-<gid>`), so one cache never mixes
+/// owners (ADR-0080); `cache` itself for any owner.
+#[must_use]
+pub fn cache_root_for(cache: &std::path::Path, owner: Option<(u32, u32)>) -> std::path::PathBuf {
+    match owner {
+        Some((uid, gid)) => cache.join(format!("owned-{uid}-{gid}")),
+        None => cache.to_path_buf(),
+    }
+}
