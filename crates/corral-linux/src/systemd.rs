@@ -36,9 +36,9 @@ pub fn is_init() -> bool {
 }
 
 /// Whether corral may ask systemd's system manager for a scope: systemd is the init and
-/// corral runs as root. An ordinary user's scope would come from the user manager over the
-/// user bus (rootless mode, not built yet); asking the system manager would only meet
-/// polkit.
+/// corral runs as root (root mode). An ordinary user's scope comes from the user's manager
+/// over the user's bus, asked before corral enters its user namespace
+/// (`rootless::choose_mode`); asking the system manager would only meet polkit.
 #[must_use]
 pub fn may_ask() -> bool {
     // SAFETY: geteuid has no preconditions.

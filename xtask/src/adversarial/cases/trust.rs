@@ -169,6 +169,7 @@ fn head_of(repo: &Path) -> String {
         .args(["rev-parse", "HEAD"])
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .envs(crate::adversarial::harness::GIT_TRUST_ALL)
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
         .unwrap_or_default()
@@ -659,6 +660,7 @@ fn trust_03(ctx: &mut Ctx) -> Result<Verdict> {
         .current_dir(&probe)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .envs(crate::adversarial::harness::GIT_TRUST_ALL)
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
@@ -775,6 +777,7 @@ fn as_nobody(dir: &Path, script: &str) -> (bool, String) {
         .env("LANG", "C.UTF-8")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .envs(crate::adversarial::harness::GIT_TRUST_ALL)
         .output();
     match out {
         Ok(o) => (
@@ -873,6 +876,7 @@ fn trust_04(ctx: &mut Ctx) -> Result<Verdict> {
         .env("HOME", &ctx.dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .envs(crate::adversarial::harness::GIT_TRUST_ALL)
         .output()
         .map(|o| {
             (
@@ -1471,6 +1475,7 @@ fn git_out(repo: &Path, args: &[&str], stdin: Option<&[u8]>) -> Result<Vec<u8>> 
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .envs(crate::adversarial::harness::GIT_TRUST_ALL)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
