@@ -205,6 +205,16 @@ fn subordinate_ranges(
     (range("etc/subuid"), range("etc/subgid"), tools)
 }
 
+/// The user's name for `/etc/subuid` and `/etc/subgid`: from `/etc/passwd` under `root` by
+/// uid, not from `USER`, which a service may not set and a caller may set to anything.
+fn user_name(root: &Path, uid: u32) -> Option<String> {
+    read(root, "etc/passwd")?.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        (f.nth(1)? == uid.to_string()).then(|| name.to_owned())
+    })
+}
+
 /// A subordinate id range (`/etc/subuid`, `/etc/subgid`) for the user and `newuidmap`: then
 /// the worker gets ids of its own, distinct from the user's. Not required: without them the
 /// worker is the user's own uid inside the namespace (ADR-0080).
@@ -413,7 +423,8 @@ pub fn choose_mode() {
         .map(|n| n.what.as_str())
         .collect();
     let outcome = if missing.is_empty() {
-        let user = std::env::var("USER").ok();
+        // USER only for a name passwd does not list (NSS): newuidmap checks the ranges again.
+        let user = user_name(Path::new("/"), uid).or_else(|| std::env::var("USER").ok());
         let subids = match subordinate_ranges(Path::new("/"), uid, user.as_deref()) {
             (Some(uids), Some(gids), true) => Some(SubIds { uids, gids }),
             _ => None,
@@ -681,7 +692,7 @@ pub fn preflight() -> Vec<Need> {
     // SAFETY: getuid has no preconditions.
     let uid = unsafe { libc::getuid() };
     let root = Path::new("/");
-    let user = std::env::var("USER").ok();
+    let user = user_name(root, uid).or_else(|| std::env::var("USER").ok());
     let release = read(root, "proc/sys/kernel/osrelease").unwrap_or_default();
     let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let mut v = userns_sysctls(root);
@@ -858,6 +869,17 @@ mod tests {
                 .what
                 .contains("uidmap package")
         );
+    }
+
+    #[test]
+    fn the_user_is_named_by_passwd_not_by_the_environment() {
+        let r = tree(&[(
+            "etc/passwd",
+            "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\n",
+        )]);
+        assert_eq!(user_name(&r, 1000).as_deref(), Some("alice"));
+        assert_eq!(user_name(&r, 0).as_deref(), Some("root"));
+        assert_eq!(user_name(&r, 1001), None);
     }
 
     #[test]
