@@ -363,32 +363,6 @@ pub fn run(root: &Path) -> Result<()> {
             &user_manager,
         ],
     )?;
-    // The qualification suite in rootless mode (tests/guest/rootless-suite.sh, ADR-0080):
-    // every corral run by an ordinary user with a subordinate range, under its systemd
-    // manager, the harness root. The categories the mode changes most: what the sandbox
-    // shows of the host and the user's own files (FS), credentials and ids (CRED), processes
-    // (PROC). The whole suite in rootless mode is run by hand (README, ADR-0080): beside
-    // CI's other guests it would not fit CI's time.
-    let rootless_suite = format!(
-        "bash {} {xtask} {corral} --filter FS,CRED,PROC",
-        root.join("tests/guest/rootless-suite.sh").display()
-    );
-    guests(
-        "the qualification suite in rootless mode (FS, CRED, PROC): kernel 6.12",
-        &[
-            "--kernel",
-            "6.12",
-            "--layout",
-            "systemd-service",
-            "--tmp",
-            "ext4",
-            "--timeout",
-            "1500",
-            "--verbose",
-            "--",
-            &rootless_suite,
-        ],
-    )?;
     // The integration tests that start real sandboxes (corral-cli's, corral-checkout's and
     // corral-linux's test binaries, built on the host) inside guests: in the root cgroup (a
     // container's), in a Delegate=yes service under systemd, and beside a login session's
