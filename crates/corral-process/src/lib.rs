@@ -411,7 +411,7 @@ pub fn run_bounded_process(cmd: &BoundedCommand) -> io::Result<BoundedOutcome> {
     // SAFETY: getpid(2) has no preconditions.
     let caller = unsafe { libc::getpid() };
     // SAFETY: the closure only calls setsid(2), prctl(2), getppid(2), dup2(2), close_range(2)
-    // and close(2), which are async-signal-safe, between fork and exec; it touches no locks or
+    // and fcntl(2), which are async-signal-safe, between fork and exec; it touches no locks or
     // allocations (`moves` was built before).
     unsafe {
         command.pre_exec(move || {
@@ -435,12 +435,21 @@ pub fn run_bounded_process(cmd: &BoundedCommand) -> io::Result<BoundedOutcome> {
                 }
             }
             // Whatever this process itself inherited without close-on-exec (a shell's or a
-            // build tool's descriptors) stops here: the child gets 0-2 and its list only.
+            // build tool's descriptors) stops at exec: the child gets 0-2 and its list only.
+            // Marked close-on-exec, not closed: std's own pipe that reports a failed exec is
+            // among them, and closed it turns "exec failed" into an abort of the child
+            // (`output.write(&bytes).is_ok()`), which hides why.
             let first = 3 + moves.len() as libc::c_uint;
-            if libc::syscall(libc::SYS_close_range, first, libc::c_uint::MAX, 0) < 0 {
-                // Linux before 5.9: close them one by one.
+            if libc::syscall(
+                libc::SYS_close_range,
+                first,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) < 0
+            {
+                // Linux before 5.11: one by one.
                 for fd in first..4096 {
-                    libc::close(fd as libc::c_int);
+                    libc::fcntl(fd as libc::c_int, libc::F_SETFD, libc::FD_CLOEXEC);
                 }
             }
             Ok(())

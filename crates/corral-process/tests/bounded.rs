@@ -155,6 +155,32 @@ fn inherited_descriptors_arrive_as_3_and_4_and_nothing_else_does() {
     assert_eq!(fds, [0, 1, 2, 3, 4, 5], "inherited: {fds:?}");
 }
 
+/// A program that cannot be executed is an error that says why, with descriptors to pass on
+/// (the path where the child closes what it inherited): the child keeps std's exec-error pipe
+/// until exec, instead of closing it and aborting (`output.write(&bytes).is_ok()`), which hid
+/// a failed exec of corral's checkout helper. Control: the same command with an executable
+/// program runs.
+#[test]
+fn a_program_that_cannot_run_is_an_error_not_an_abort() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = std::env::temp_dir().join(format!("corral-noexec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prog = dir.join("not-executable");
+    std::fs::write(&prog, b"#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let null = std::fs::File::open("/dev/null").unwrap();
+    let mut c = BoundedCommand::new(&prog);
+    c.inherit_fds = vec![null.as_raw_fd()];
+    let r = run_bounded_process(&c);
+    let denied = matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied);
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let control = run_bounded_process(&c).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(denied, "{r:?}");
+    assert_eq!(control.exit, ProcessExit::Exited(0));
+}
+
 /// A caller killed with SIGKILL leaves no child running (`PR_SET_PDEATHSIG`): this test runs
 /// itself as the caller, which starts `sleep 1003` through the primitive and prints the
 /// sleeper's pid; the test kills the caller and sees the sleeper end. Control: while the
