@@ -462,6 +462,18 @@ fn wants_own_scope(uid: u32) -> bool {
     !cgroup_delegation(Path::new("/"), &own, uid).ok || crate::cgroup::self_needs_own_scope()
 }
 
+/// A close-on-exec pipe (read end, write end) for talking to a forked child.
+fn cloexec_pipe() -> Result<(fs::File, fs::File), String> {
+    use std::os::fd::FromRawFd as _;
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid out-array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors were just made and are owned here only.
+    Ok(unsafe { (fs::File::from_raw_fd(fds[0]), fs::File::from_raw_fd(fds[1])) })
+}
+
 /// Asks the user's systemd manager, over the user's bus, for a transient scope with
 /// `Delegate=yes` holding corral itself (`systemd-run --user --scope -p Delegate=yes` done
 /// for the user); systemd removes it when corral's last process has gone. The conversation
@@ -469,15 +481,8 @@ fn wants_own_scope(uid: u32) -> bool {
 /// single-threaded to enter its user namespace afterwards. Returns the unit name.
 fn ask_user_manager_for_scope() -> Result<String, String> {
     use std::io::{Read as _, Write as _};
-    use std::os::fd::FromRawFd as _;
     let me = std::process::id();
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid out-array of two ints.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: both descriptors were just made and are owned here only.
-    let (mut rx, tx) = unsafe { (fs::File::from_raw_fd(fds[0]), fs::File::from_raw_fd(fds[1])) };
+    let (mut rx, tx) = cloexec_pipe()?;
     // SAFETY: corral has one thread here (see `choose_mode`), so the child is a whole copy
     // of it and may allocate and start threads; it leaves only through `_exit`.
     let pid = unsafe { libc::fork() };
@@ -558,37 +563,23 @@ fn enter(subids: Option<SubIds>) -> Result<Rootless, String> {
 /// with `newuidmap`/`newgidmap`; returns once the maps are written, or why they are not.
 fn map_by_helpers(uid: u32, gid: u32, sub: SubIds) -> Result<(), String> {
     use std::io::{Read as _, Write as _};
-    use std::os::fd::FromRawFd as _;
     let me = std::process::id();
-    let pipe = || -> Result<(fs::File, fs::File), String> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` is a valid out-array of two ints.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(format!("pipe: {}", std::io::Error::last_os_error()));
-        }
-        // SAFETY: both descriptors were just made and are owned here only.
-        Ok(unsafe { (fs::File::from_raw_fd(fds[0]), fs::File::from_raw_fd(fds[1])) })
+    let (mut go_rx, mut go_tx) = cloexec_pipe()?;
+    let (mut answer_rx, answer_tx) = cloexec_pipe()?;
+    // `newuidmap PID 0 <own id> 1 1 <range start> <count>`, and the same for gids.
+    let map_args = |own: u32, (start, count): Range| -> Vec<String> {
+        [me, 0, own]
+            .iter()
+            .map(u32::to_string)
+            .chain([
+                "1".to_owned(),
+                "1".to_owned(),
+                start.to_string(),
+                count.to_string(),
+            ])
+            .collect()
     };
-    let (mut go_rx, mut go_tx) = pipe()?;
-    let (mut answer_rx, answer_tx) = pipe()?;
-    let uid_args = [
-        me.to_string(),
-        "0".into(),
-        uid.to_string(),
-        "1".into(),
-        "1".into(),
-        sub.uids.0.to_string(),
-        sub.uids.1.to_string(),
-    ];
-    let gid_args = [
-        me.to_string(),
-        "0".into(),
-        gid.to_string(),
-        "1".into(),
-        "1".into(),
-        sub.gids.0.to_string(),
-        sub.gids.1.to_string(),
-    ];
+    let (uid_args, gid_args) = (map_args(uid, sub.uids), map_args(gid, sub.gids));
     // SAFETY: corral has one thread here (see `choose_mode`), so the child is a whole copy
     // of it and may allocate and start processes; it leaves only through `_exit`.
     let pid = unsafe { libc::fork() };
