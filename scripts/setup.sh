@@ -35,6 +35,8 @@ dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'
 # `cargo xtask vm`: depmod indexes each guest kernel's modules, and the guests load modules
 # on demand with the host's modprobe, as a real host does.
 command -v depmod >/dev/null || [ -x /usr/sbin/depmod ] || need_apt+=(kmod)
+# Ubuntu's kernel modules are .ko.zst (`cargo xtask vm --kernel ubuntu-24.04`).
+command -v zstd >/dev/null || need_apt+=(zstd)
 # tests/guest/user-manager.sh: an ordinary user's systemd manager and its session bus in the
 # guests (whose root is this host's), reached with systemd-run --user.
 dpkg-query -W -f='${Status}' dbus-user-session 2>/dev/null | grep -q 'ok installed' \

@@ -12,6 +12,8 @@
 #   B. in a scope the user asked for (`systemd-run --user --scope -p Delegate=yes`) shared with
 #      another of the user's processes: corral asks for a scope of its own; `corral demo`
 #      captures its patch, the manifest records `"mode": "rootless"`, `corral verify` accepts it;
+#      B2. started as the last process of its mount namespace from a mount made there, it still
+#      starts its helpers and captures;
 #   C. attacks from inside a rootless run, each with its control outside: the user's own secret
 #      in HOME (the user reads it outside) is not visible inside; a file written to the user's
 #      HOME does not appear; a new user namespace and a mount are refused; the worker holds no
@@ -108,6 +110,23 @@ grep -q '"mode":"rootless"' "$manifest" || grep -q '"mode": "rootless"' "$manife
 capture "$bin/corral" verify "$manifest"
 [ "$rc" = 0 ] || fail "B. verify exit $rc: $out"
 ok "$1: B. demo in a shared scope: captured, manifest records rootless, owned by the user, verified"
+
+# B2. corral as the last process of the mount namespace it was started in, run from a mount made
+# there (as a unit with PrivateTmp= or a wrapper's `unshare -m` starts it): entering rootless
+# mode leaves that namespace and its mounts go with it; corral's checkout helper and the demo
+# agent (corral itself) must still start. Without the fix: "starting the checkout helper
+# /corral: No such file or directory" (the path relative to the detached mount).
+set +e
+out=$(cd /tmp && unshare -m --propagation private sh -c \
+  'mount -t tmpfs -o size=400m,mode=755 corral-b2 /mnt && install -m 0755 "$1" /mnt/corral && shift && exec "$@"' \
+  sh "$bin/corral" setpriv --reuid="$uid" --regid="$gid" --init-groups -- env -i HOME="$home" \
+  USER="$user" PATH=/usr/bin:/bin XDG_RUNTIME_DIR="/run/user/$uid" \
+  DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$uid/bus" /mnt/corral demo 2>&1)
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "B2. demo from a mount of a namespace corral leaves: exit $rc: $(echo "$out" | tail -3)"
+echo "$out" | grep -q "outcome     candidate_captured (exited 0)" || fail "B2. no captured candidate"
+ok "$1: B2. started as the last process of its mount namespace, from a mount made there: captured"
 
 # C. Attacks from inside, each with its control outside.
 canary="corral-canary-$RANDOM$RANDOM"

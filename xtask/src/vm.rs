@@ -63,7 +63,86 @@ const KERNELS: &[(&str, Option<&str>, &str)] = &[
     // Debian 11's kernel: below what corral supports (6.1); the probe must say what is
     // missing and since which version. Only when named (`--kernel 5.10` or `all`).
     ("5.10", Some("bullseye"), "meta:linux-image-amd64"),
+    // Ubuntu 24.04's release kernel (6.8, AppArmor with Ubuntu's user namespace restriction,
+    // `kernel.apparmor_restrict_unprivileged_userns`): packages pinned by digest
+    // (`UBUNTU_KERNEL`). Only when named; the userland stays the host's Debian.
+    ("ubuntu-24.04", None, "pinned:ubuntu-24.04"),
 ];
+
+/// Ubuntu's archive, and the packages fetched from it by path, each checked against its
+/// SHA-256. Debian's keyrings hold no Ubuntu key, so apt could not check Ubuntu's index here:
+/// the digests were copied from noble's `main/binary-amd64/Packages` (the release pocket,
+/// whose packages the pool keeps) on 2026-12-07 and pin those bytes from then on. They feed a
+/// throw-away guest without a network device, nothing else.
+const UBUNTU_ARCHIVE: &str = "http://archive.ubuntu.com/ubuntu/";
+const UBUNTU_KERNEL: &[(&str, &str)] = &[
+    (
+        "pool/main/l/linux-signed/linux-image-6.8.0-31-generic_6.8.0-31.31_amd64.deb",
+        "fd2ed023c84163e62c73d3b7b613a9b004bd31e335641c23d42bd249e489fbe6",
+    ),
+    (
+        "pool/main/l/linux/linux-modules-6.8.0-31-generic_6.8.0-31.31_amd64.deb",
+        "3f17f2c279257eb50e40da44390bdf8272c440ca078831c348773d1314b5c2fe",
+    ),
+];
+/// AppArmor 4's parser (it knows `userns`, which Debian 12's 3.0 does not) and the C library
+/// it needs (2.38 or later; the host's is Debian 12's 2.36): unpacked side by side, the parser
+/// run through that library's own loader (`ubuntu_apparmor`).
+const UBUNTU_APPARMOR: &[(&str, &str)] = &[
+    (
+        "pool/main/a/apparmor/apparmor_4.0.0-beta3-0ubuntu3_amd64.deb",
+        "d783c4183840745b931b72a9df8c15d341f640efa6f3069e5935c1b6542ff840",
+    ),
+    (
+        "pool/main/g/glibc/libc6_2.39-0ubuntu8_amd64.deb",
+        "af36c7ac770770fe3d3c10e85d6bc538e76e57570ba7db7d397fb9f654783ef3",
+    ),
+];
+
+/// Downloads `packages` from Ubuntu's archive into `debs` (once), checks each digest and
+/// unpacks them all into `dir`.
+fn fetch_pinned(debs: &Path, dir: &Path, packages: &[(&str, &str)]) -> Result<()> {
+    use sha2::Digest as _;
+    std::fs::create_dir_all(debs)?;
+    std::fs::create_dir_all(dir)?;
+    for (path, want) in packages {
+        let name = path.rsplit('/').next().context("package path")?;
+        let deb = debs.join(name);
+        if !deb.exists() {
+            let part = debs.join(format!("{name}.part"));
+            run_ok(
+                Command::new("curl")
+                    .args(["-fsS", "--retry", "3", "-o"])
+                    .arg(&part)
+                    .arg(format!("{UBUNTU_ARCHIVE}{path}")),
+            )
+            .with_context(|| format!("downloading {UBUNTU_ARCHIVE}{path}"))?;
+            std::fs::rename(&part, &deb)?;
+        }
+        let got = format!("{:x}", sha2::Sha256::digest(std::fs::read(&deb)?));
+        if got != *want {
+            let _ = std::fs::remove_file(&deb);
+            bail!("{name}: SHA-256 {got}, pinned {want}: removed, not used");
+        }
+        run_ok(Command::new("dpkg-deb").arg("-x").arg(&deb).arg(dir))?;
+    }
+    Ok(())
+}
+
+/// Ubuntu 24.04's AppArmor parser, unpacked under `target/vm/ubuntu-apparmor/` with its C
+/// library; returns that folder. Run it as
+/// `DIR/usr/lib64/ld-linux-x86-64.so.2 --library-path DIR/lib/x86_64-linux-gnu DIR/sbin/apparmor_parser`
+/// (tests/guest/apparmor.sh installs such a wrapper as the guest's `apparmor_parser`).
+pub fn ubuntu_apparmor(root: &Path) -> Result<PathBuf> {
+    let vm = root.join("target/vm");
+    let dir = vm.join("ubuntu-apparmor");
+    if !dir.join(".unpacked").exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        fetch_pinned(&vm.join("debs"), &dir, UBUNTU_APPARMOR)?;
+        std::fs::write(dir.join(".unpacked"), "")?;
+    }
+    Ok(dir)
+}
 
 /// The kernels `cargo xtask vm` boots when `--kernel` is not given: the supported ones.
 const SUPPORTED: &[&str] = &["6.1", "6.12", "7.x"];
@@ -391,16 +470,31 @@ struct Kernel {
 }
 
 fn fetch_kernel(vm: &Path, name: &str, suite: Option<&str>, spec: &str) -> Result<Kernel> {
-    let apt = apt_options(vm, suite)?;
-    let packages = packages_of(&apt, spec)?;
+    let pinned = spec.starts_with("pinned:");
+    let packages: Vec<String> = if pinned {
+        UBUNTU_KERNEL
+            .iter()
+            .filter_map(|(p, _)| p.rsplit('/').next()?.split('_').next())
+            .map(str::to_owned)
+            .collect()
+    } else {
+        packages_of(&apt_options(vm, suite)?, spec)?
+    };
     let package = packages[0].clone();
     let dir = vm.join("kernels").join(&package);
+    if pinned && !dir.join(".unpacked").exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        fetch_pinned(&vm.join("debs"), &dir, UBUNTU_KERNEL)?;
+    }
     if !dir.join(".unpacked").exists() {
+        let apt = apt_options(vm, suite)?;
         let debs = vm.join("debs");
         std::fs::create_dir_all(&debs)?;
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        for p in &packages {
+        if !pinned {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir)?;
+        }
+        for p in packages.iter().filter(|_| !pinned) {
             // apt-get download needs no change to the host's sources or state.
             run_ok(
                 Command::new("apt-get")
@@ -464,21 +558,22 @@ fn fetch_kernel(vm: &Path, name: &str, suite: Option<&str>, spec: &str) -> Resul
     })
 }
 
-/// A module's bytes (decompressed when the package ships `.ko.xz`).
+/// A module's bytes (decompressed when the package ships `.ko.xz`, or Ubuntu's `.ko.zst`).
 fn module_bytes(path: &Path) -> Result<Vec<u8>> {
-    if path.extension().is_some_and(|e| e == "xz") {
-        let d = Command::new("xz")
-            .arg("-dc")
-            .arg(path)
-            .output()
-            .context("xz")?;
-        if !d.status.success() {
-            bail!("xz -d {}", path.display());
-        }
-        Ok(d.stdout)
-    } else {
-        Ok(std::fs::read(path)?)
+    let tool = match path.extension().and_then(|e| e.to_str()) {
+        Some("xz") => "xz",
+        Some("zst") => "zstd",
+        _ => return Ok(std::fs::read(path)?),
+    };
+    let d = Command::new(tool)
+        .arg("-dc")
+        .arg(path)
+        .output()
+        .with_context(|| format!("{tool} (scripts/setup.sh installs it)"))?;
+    if !d.status.success() {
+        bail!("{tool} -d {}", path.display());
     }
+    Ok(d.stdout)
 }
 
 /// The `depends=` list of a module's `.modinfo` (what depmod would put in modules.dep; the
@@ -509,7 +604,7 @@ fn module_order(modules: &Path) -> Result<Vec<(String, Vec<u8>)>> {
             if e.file_type()?.is_dir() {
                 walk(&p, out)?;
             } else if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
-                let stem = n.trim_end_matches(".xz");
+                let stem = n.trim_end_matches(".xz").trim_end_matches(".zst");
                 if let Some(name) = stem.strip_suffix(".ko") {
                     out.insert(name.replace('-', "_"), p.clone());
                 }

@@ -166,10 +166,10 @@ fn run_in(dir: &PathBuf) -> u8 {
             return exit::FAILED;
         }
     };
-    let exe = match std::env::current_exe().and_then(|p| p.canonicalize()) {
+    let exe = match crate::run::own_exe() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("corral: demo: cannot find my own executable: {e}");
+            eprintln!("corral: demo: {e}");
             return exit::FAILED;
         }
     };

@@ -26,6 +26,7 @@ mod logging;
 mod progress;
 mod reaper;
 mod run;
+mod setup;
 mod show;
 mod summary;
 
@@ -77,6 +78,10 @@ enum Command {
     /// The base checkout cache: `ls` its entries, `gc` it down to a budget.
     #[command(subcommand)]
     Cache(cache::CacheCommand),
+    /// Host set-up that needs root once: `apparmor` lets ordinary users' corral make user
+    /// namespaces where AppArmor restricts them (Ubuntu 23.10 and later).
+    #[command(subcommand)]
+    Setup(setup::SetupCommand),
     /// Run the bundled demo agent on a tiny repository through the whole path.
     Demo,
     /// The bundled demo agent itself (what `corral demo` runs inside the sandbox).
@@ -137,6 +142,12 @@ fn main() -> ExitCode {
         cli.command,
         Command::Probe(_) | Command::Run(_) | Command::Demo | Command::Cache(_)
     ) {
+        // Its own path first: entering the mode leaves the mount namespace corral started in,
+        // and where corral was that namespace's last process (a unit with PrivateTmp=, a
+        // wrapper's `unshare -m`) the namespace is gone with its mounts, so /proc/self/exe
+        // would name the binary only relative to its detached mount ("/target/debug/corral").
+        // The path taken here resolves in the copy corral moves into.
+        run::record_own_exe();
         corral_linux::rootless::choose_mode();
     }
     let code = match cli.command {
@@ -148,6 +159,7 @@ fn main() -> ExitCode {
         Command::Logs(args) => show::logs(&args),
         Command::Cache(cmd) => cache::run(&cmd),
         Command::Export(cmd) => export::run(&cmd),
+        Command::Setup(cmd) => setup::run(&cmd),
         Command::Demo => demo::run(),
         Command::DemoAgent => demo_agent::run(),
         Command::Schema { name } => schema(&name),

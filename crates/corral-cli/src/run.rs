@@ -46,12 +46,34 @@ pub fn default_data_dir() -> PathBuf {
     xdg_dir("XDG_DATA_HOME", ".local/share", "/var/lib/corral")
 }
 
-/// Base checkouts are materialized by this very binary, re-run as the confined checkout
-/// helper (ADR-0070).
-pub fn checkout_isolation() -> Result<corral_runner::Isolation, String> {
+/// corral's own executable as found when it started, before `choose_mode` may have left the
+/// mount namespace it was started in (main).
+static OWN_EXE: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+
+/// Records corral's own path (main, before the mode is chosen).
+pub fn record_own_exe() {
+    OWN_EXE.get_or_init(find_own_exe);
+}
+
+fn find_own_exe() -> Result<PathBuf, String> {
     std::env::current_exe()
-        .map(|exe| corral_runner::Isolation::Helper { exe })
-        .map_err(|e| format!("cannot find corral's own executable for the checkout helper: {e}"))
+        .and_then(|p| p.canonicalize())
+        .map_err(|e| format!("cannot find corral's own executable: {e}"))
+}
+
+/// corral's own executable's path: the one recorded at start, else found now.
+pub fn own_exe() -> Result<PathBuf, String> {
+    OWN_EXE.get_or_init(find_own_exe).clone()
+}
+
+/// Base checkouts are materialized by this very binary, re-run as the confined checkout
+/// helper (ADR-0070). It is started as `/proc/self/exe`: the kernel resolves that link to the
+/// very file corral runs from whatever the mount namespace (a path may have left it, above)
+/// and whatever has since been put at the path.
+pub fn checkout_isolation() -> Result<corral_runner::Isolation, String> {
+    Ok(corral_runner::Isolation::Helper {
+        exe: PathBuf::from("/proc/self/exe"),
+    })
 }
 
 /// The base cache's bounds: ADR-0070's defaults, or the operator's `CORRAL_BASE_MAX_ENTRIES`,

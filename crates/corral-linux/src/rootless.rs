@@ -75,7 +75,9 @@ pub fn userns_sysctls(root: &Path) -> Vec<Need> {
         ));
     }
     // Ubuntu 23.10+: creating one is allowed, but it holds no capabilities unless an
-    // AppArmor profile allows them for the binary (bubblewrap ships bwrap-userns-restrict).
+    // AppArmor profile allows them for the binary (bubblewrap ships bwrap-userns-restrict;
+    // `corral setup apparmor` installs corral's). Unconfined, corral is restricted; under a
+    // profile (its own, or one an administrator wrote) the real attempt that follows decides.
     if read(
         root,
         "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
@@ -83,13 +85,48 @@ pub fn userns_sysctls(root: &Path) -> Vec<Need> {
     .as_deref()
         == Some("1")
     {
-        v.push(Need::missing(
-            "AppArmor restricts unprivileged user namespaces \
-             (kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu 23.10 and later): an \
-             AppArmor profile for corral that allows `userns` is needed, or set the sysctl to 0",
-        ));
+        let label = apparmor_label(root);
+        match label.as_deref() {
+            None | Some("unconfined") => v.push(Need::missing(
+                "AppArmor restricts unprivileged user namespaces \
+                 (kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu 23.10 and later) and \
+                 corral runs unconfined: run `sudo corral setup apparmor` once (a profile that \
+                 allows `userns` for this binary), or set the sysctl to 0",
+            )),
+            Some(l) => v.push(Need::ok(format!(
+                "AppArmor restricts unprivileged user namespaces \
+                 (kernel.apparmor_restrict_unprivileged_userns = 1) and corral runs under the \
+                 AppArmor profile {l:?} (`corral setup apparmor` installs one allowing `userns`)"
+            ))),
+        }
     }
     v
+}
+
+/// Where Ubuntu's restriction is on, the mode line says which profile let corral through.
+fn apparmor_clause(root: &Path) -> Option<String> {
+    (read(
+        root,
+        "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+    )
+    .as_deref()
+        == Some("1"))
+    .then(|| {
+        format!(
+            "; AppArmor restricts unprivileged user namespaces here and corral runs under the \
+             profile {:?}",
+            apparmor_label(root).unwrap_or_default()
+        )
+    })
+}
+
+/// corral's own AppArmor label ("unconfined", or "corral (unconfined)" under the profile
+/// `corral setup apparmor` installs): the LSM-specific file first (5.x kernels with LSM
+/// stacking), else the shared one.
+fn apparmor_label(root: &Path) -> Option<String> {
+    read(root, "proc/self/attr/apparmor/current")
+        .or_else(|| read(root, "proc/self/attr/current"))
+        .filter(|l| !l.is_empty())
 }
 
 /// Overlay inside a user namespace: Linux 5.11.
@@ -661,8 +698,10 @@ pub fn mode() -> String {
         };
         return format!(
             "rootless (corral runs as uid {} gid {}, mapped to 0 in a user namespace of its \
-             own; {worker})",
-            r.host_uid, r.host_gid
+             own; {worker}{})",
+            r.host_uid,
+            r.host_gid,
+            apparmor_clause(Path::new("/")).unwrap_or_default()
         );
     }
     // SAFETY: geteuid has no preconditions.
@@ -760,7 +799,31 @@ mod tests {
             bad[0]
                 .what
                 .contains("kernel.apparmor_restrict_unprivileged_userns = 1")
+                && bad[0].what.contains("sudo corral setup apparmor"),
+            "{bad:?}"
         );
+        // Under the profile `corral setup apparmor` installs, the real attempt decides.
+        let r = tree(&[
+            ("proc/sys/user/max_user_namespaces", "63000\n"),
+            (
+                "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1\n",
+            ),
+            ("proc/self/attr/apparmor/current", "corral (unconfined)\n"),
+        ]);
+        let v = userns_sysctls(&r);
+        assert!(v.iter().all(|n| n.ok), "{v:?}");
+        assert!(v[1].what.contains("\"corral (unconfined)\""), "{v:?}");
+        // Unconfined by the older interface's file is still restricted.
+        let r = tree(&[
+            ("proc/sys/user/max_user_namespaces", "63000\n"),
+            (
+                "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1\n",
+            ),
+            ("proc/self/attr/current", "unconfined\n"),
+        ]);
+        assert!(!userns_sysctls(&r)[1].ok);
         // Control: the same host with the restriction off has nothing missing.
         let r = tree(&[
             ("proc/sys/user/max_user_namespaces", "63000\n"),
@@ -770,6 +833,27 @@ mod tests {
             ),
         ]);
         assert!(userns_sysctls(&r).iter().all(|n| n.ok));
+    }
+
+    #[test]
+    fn the_mode_line_names_the_profile_only_where_the_restriction_is_on() {
+        let on = tree(&[
+            (
+                "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                "1\n",
+            ),
+            ("proc/self/attr/apparmor/current", "corral (unconfined)\n"),
+        ]);
+        assert!(
+            apparmor_clause(&on)
+                .unwrap()
+                .ends_with("runs under the profile \"corral (unconfined)\"")
+        );
+        let off = tree(&[(
+            "proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            "0\n",
+        )]);
+        assert_eq!(apparmor_clause(&off), None);
     }
 
     #[test]
