@@ -419,6 +419,28 @@ pub fn run(root: &Path) -> Result<()> {
             ],
         )?;
     }
+    // The same integration tests run by an ordinary user with a subordinate range under its
+    // systemd manager (tests/guest/as-user.sh): every corral they start, and the test
+    // binaries that drive the backend in process (an ELF constructor calls `choose_mode`
+    // before libtest's threads), are in rootless mode. A test whose premise needs root checks
+    // its rootless counterpart or says "NOT APPLICABLE in rootless mode" on the log. ~9 min.
+    guests(
+        "integration tests in rootless mode: kernel 6.12, an ordinary user under systemd's \
+         user manager",
+        &[
+            "--kernel",
+            "6.12",
+            "--layout",
+            "systemd-service",
+            "--tmp",
+            "ext4",
+            "--timeout",
+            "1800",
+            "--as-user",
+            "--tests",
+            tests,
+        ],
+    )?;
     // The qualification suite in rootless mode (tests/guest/rootless-suite.sh, ADR-0080):
     // every corral run by an ordinary user with a subordinate range, under its systemd
     // manager, the harness root. The categories the mode changes most: what the sandbox

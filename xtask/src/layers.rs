@@ -75,9 +75,11 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
 /// corral-contract's tests depend on corral-contract itself, to turn its `schema` feature on
 /// (ADR-0090): no edge to another crate. The egress lab's tests and the capture benchmark use
 /// the process primitive's namespace and rusage calls, which keep `unsafe` out of those
-/// crates (ADR-0093).
+/// crates (ADR-0093). corral-checkout's helper tests enter rootless mode as an ordinary user,
+/// as corral does, before they start (ADR-0080): the library never knows the backend.
 pub const DEV_ONLY: &[(&str, &[&str])] = &[
     ("corral-linux", &["corral-egress"]),
+    ("corral-checkout", &["corral-linux"]),
     ("corral-contract", &["corral-contract"]),
     ("corral-egress", &["corral-process"]),
     ("corral-capture", &["corral-process"]),

@@ -205,6 +205,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
         verbose: false,
     };
     let mut corral: Option<PathBuf> = None;
+    let mut as_user = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -220,6 +221,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
                 o.timeout = Duration::from_secs(val()?.parse().context("--timeout seconds")?);
             }
             "--verbose" => o.verbose = true,
+            "--as-user" => as_user = true,
             "--corral" => corral = Some(PathBuf::from(val()?)),
             "--tests" => o.cmd = tests_command(root, &val()?)?,
             "--" => {
@@ -229,7 +231,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
             other => bail!(
                 "unknown argument {other:?}; usage: cargo xtask vm [--kernel 6.1,6.12,7.x,5.10|all] \
                  [--layout root,service,session,undelegated,partial,systemd-service,systemd-session|all] [--tmp tmpfs,ext4|all] \
-                 [--timeout S] [--corral BIN] [--tests PKG,...] [--verbose] [-- COMMAND]"
+                 [--timeout S] [--corral BIN] [--tests PKG,...] [--as-user] [--verbose] [-- COMMAND]"
             ),
         }
     }
@@ -246,6 +248,19 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
         let bin = std::fs::canonicalize(&bin)
             .with_context(|| format!("{}: build corral first", bin.display()))?;
         o.cmd = format!("{} probe", bin.display());
+    }
+    if as_user {
+        // An ordinary user under its systemd manager (tests/guest/as-user.sh): rootless mode.
+        if o.layouts.iter().any(|l| !l.starts_with("systemd-")) {
+            bail!(
+                "--as-user needs a layout whose init is systemd (systemd-service, systemd-session)"
+            );
+        }
+        o.cmd = format!(
+            "bash {} {}",
+            root.join("tests/guest/as-user.sh").display(),
+            o.cmd
+        );
     }
     Ok(o)
 }

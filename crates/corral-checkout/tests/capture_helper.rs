@@ -21,12 +21,29 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::process::Command;
 
-use corral_capture::{CaptureRequest, DirectXattrs, UpperLayer, XattrReader as _, XattrValue};
+use corral_capture::{
+    CaptureRequest, DirectXattrs, OverlayXattrs, UpperLayer, XattrReader as _, XattrValue,
+};
 use corral_checkout::capture::{OracleXattrs, serve_xattrs};
 use corral_checkout::{CAPTURE_HELPER_ARG, Isolation, capture_isolated};
 use corral_contract::codes::ReasonCode;
 use corral_contract::manifest::ChangeKind;
 use corral_contract::path::PathPattern;
+
+/// The overlay's metadata namespace in this process's mode: trusted.overlay.* as root,
+/// user.overlay.* (and the `userxattr` mount option) in rootless mode.
+fn xattrs() -> OverlayXattrs {
+    if corral_linux::rootless::active().is_some() {
+        OverlayXattrs::User
+    } else {
+        OverlayXattrs::Trusted
+    }
+}
+
+/// `name` under this mode's overlay prefix (`opaque` -> `trusted.overlay.opaque`).
+fn ovl(name: &str) -> String {
+    format!("{}{name}", xattrs().prefix())
+}
 
 fn sh(cmd: &str) {
     let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
@@ -50,10 +67,16 @@ fn changed_upper(change: &str) -> (common::Repo, String, tempfile::TempDir) {
     let p = t.path();
     sh(&format!(
         "set -e; cd {p}; mkdir lower upper work merged; git -C {r} archive {sha} | tar -x -C lower; \
-         mount -t overlay overlay -o lowerdir=lower,upperdir=upper,workdir=work,redirect_dir=off,metacopy=off,index=off,xino=off merged; \
+         mount -t overlay overlay -o lowerdir=lower,upperdir=upper,workdir=work,{opts} merged; \
          cd merged; {change}; cd ..; umount merged",
         p = p.display(),
         r = repo.path().display(),
+        // With `userxattr` the kernel accepts only redirect_dir=nofollow (EINVAL otherwise).
+        opts = if xattrs() == OverlayXattrs::User {
+            "userxattr,redirect_dir=nofollow,metacopy=off,index=off,xino=off"
+        } else {
+            "redirect_dir=off,metacopy=off,index=off,xino=off"
+        },
     ));
     (repo, sha, t)
 }
@@ -70,7 +93,8 @@ fn capture_in_the_helper_equals_capture_in_process() {
     let upper = UpperLayer::open(&t.path().join("upper")).unwrap();
     let allowed = pats(&["d/", "src/"]);
     let forbidden = pats(&[]);
-    let req = CaptureRequest::new(repo.path(), &sha, &upper, &allowed, &forbidden, 1 << 20);
+    let mut req = CaptureRequest::new(repo.path(), &sha, &upper, &allowed, &forbidden, 1 << 20);
+    req.overlay_xattrs = xattrs();
     let exe = Isolation::Helper {
         exe: std::env::current_exe().unwrap(),
     };
@@ -101,7 +125,8 @@ fn capture_in_the_helper_equals_capture_in_process() {
 
     // A scope violation found in the helper comes back as the same rejection.
     let narrow = pats(&["src/"]);
-    let req = CaptureRequest::new(repo.path(), &sha, &upper, &narrow, &forbidden, 1 << 20);
+    let mut req = CaptureRequest::new(repo.path(), &sha, &upper, &narrow, &forbidden, 1 << 20);
+    req.overlay_xattrs = xattrs();
     let helper = capture_isolated(&exe, &req).unwrap();
     assert_eq!(
         helper,
@@ -142,7 +167,7 @@ fn with_oracle(upper: &Path, f: impl FnOnce(&OwnedFd, &OracleXattrs)) {
     let dev = std::fs::metadata(upper).unwrap();
     let dev = std::os::unix::fs::MetadataExt::dev(&dev);
     let server = std::thread::spawn(move || {
-        serve_xattrs(ours.as_fd(), dev, "trusted.overlay.", 100);
+        serve_xattrs(ours.as_fd(), dev, xattrs().prefix(), 100);
     });
     let raw = rustix::io::dup(&theirs).unwrap();
     let oracle = OracleXattrs::new(theirs);
@@ -157,23 +182,19 @@ fn the_oracle_answers_only_for_overlay_names_on_the_upper_layer() {
     let dir = t.path().join("opaque");
     std::fs::create_dir(&dir).unwrap();
     for (name, value) in [
-        ("trusted.overlay.opaque", b"y"),
-        ("trusted.overlay.other", b"s"),
-        ("user.secret", b"s"),
+        (ovl("opaque"), b"y"),
+        (ovl("other"), b"s"),
+        ("user.secret".to_owned(), b"s"),
     ] {
-        rustix::fs::setxattr(&dir, name, value, rustix::fs::XattrFlags::empty()).unwrap();
+        rustix::fs::setxattr(&dir, &name, value, rustix::fs::XattrFlags::empty()).unwrap();
     }
     let fd = OwnedFd::from(std::fs::File::open(&dir).unwrap());
     let proc_dir = OwnedFd::from(std::fs::File::open("/proc/self").unwrap());
     // Positive control: read directly, every one of these is there.
-    for name in [
-        "trusted.overlay.opaque",
-        "trusted.overlay.other",
-        "user.secret",
-    ] {
+    for name in [ovl("opaque"), ovl("other"), "user.secret".to_owned()] {
         assert!(
             matches!(
-                DirectXattrs.get(fd.as_fd(), name).unwrap(),
+                DirectXattrs.get(fd.as_fd(), &name).unwrap(),
                 XattrValue::Value(_)
             ),
             "{name}"
@@ -181,32 +202,28 @@ fn the_oracle_answers_only_for_overlay_names_on_the_upper_layer() {
     }
     with_oracle(t.path(), |raw, oracle| {
         assert_eq!(
-            oracle.get(fd.as_fd(), "trusted.overlay.opaque").unwrap(),
+            oracle.get(fd.as_fd(), &ovl("opaque")).unwrap(),
             XattrValue::Value(b"y".to_vec())
         );
         assert_eq!(
-            oracle.get(fd.as_fd(), "trusted.overlay.metacopy").unwrap(),
+            oracle.get(fd.as_fd(), &ovl("metacopy")).unwrap(),
             XattrValue::Absent
         );
         for name in [
-            "trusted.overlay.other",
-            "user.secret",
-            "trusted.overlay.",
-            "",
+            ovl("other"),
+            "user.secret".to_owned(),
+            ovl(""),
+            String::new(),
         ] {
-            assert!(oracle.get(fd.as_fd(), name).is_err(), "{name:?} answered");
+            assert!(oracle.get(fd.as_fd(), &name).is_err(), "{name:?} answered");
         }
         // Another file system (procfs) is not the upper layer.
-        assert!(
-            oracle
-                .get(proc_dir.as_fd(), "trusted.overlay.opaque")
-                .is_err()
-        );
+        assert!(oracle.get(proc_dir.as_fd(), &ovl("opaque")).is_err());
         // A message without an fd, or with two, is refused.
         let mut buf = [0u8; 80];
         rustix::net::send(
             raw,
-            b"trusted.overlay.opaque",
+            ovl("opaque").as_bytes(),
             rustix::net::SendFlags::empty(),
         )
         .unwrap();
@@ -220,7 +237,7 @@ fn the_oracle_answers_only_for_overlay_names_on_the_upper_layer() {
         assert!(control.push(rustix::net::SendAncillaryMessage::ScmRights(&two)));
         rustix::net::sendmsg(
             raw,
-            &[std::io::IoSlice::new(b"trusted.overlay.opaque")],
+            &[std::io::IoSlice::new(ovl("opaque").as_bytes())],
             &mut control,
             rustix::net::SendFlags::empty(),
         )
@@ -237,8 +254,14 @@ fn main() {
     if args.first().map(String::as_str) == Some(CAPTURE_HELPER_ARG) {
         std::process::exit(corral_checkout::capture_helper_main());
     }
+    // As an ordinary user, rootless mode, as corral enters it (ADR-0080): overlay mounts
+    // then need `userxattr`, and their metadata is user.overlay.*.
+    corral_linux::rootless::choose_mode();
     if !rustix::process::geteuid().is_root() {
-        eprintln!("capture_helper: needs root (overlay mounts, trusted xattrs)");
+        eprintln!(
+            "capture_helper: needs root (overlay mounts), or rootless mode: {}",
+            corral_linux::rootless::refusal().unwrap_or("not entered")
+        );
         std::process::exit(1);
     }
     let tests: [(&str, fn()); 2] = [

@@ -23,6 +23,21 @@ use corral_contract::ReasonCode;
 
 const PROBE_ARG: &str = "__probe";
 
+/// A file outside the helper's target that this process may write unconfined: under /usr as
+/// root; in rootless mode (ADR-0080), where /usr is not the user's, in the user's own HOME,
+/// which the confined helper must not reach either.
+/// (The probe child gets it from its parent: it does not choose a mode itself.)
+fn outside_target() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("CORRAL_TEST_OUTSIDE") {
+        return p.into();
+    }
+    if corral_linux::rootless::active().is_some() {
+        Path::new(&std::env::var_os("HOME").unwrap()).join("corral-pwn")
+    } else {
+        std::path::PathBuf::from("/usr/corral-pwn")
+    }
+}
+
 /// Attempts, in this process, on what a compromised helper would go for; one line each.
 fn attempts(host_file: &Path, host_dir: &Path, work: &Path) -> Vec<String> {
     let mut out = Vec::new();
@@ -43,8 +58,8 @@ fn attempts(host_file: &Path, host_dir: &Path, work: &Path) -> Vec<String> {
     );
     note("read /etc/shadow", std::fs::read("/etc/shadow").map(drop));
     note(
-        "write /usr",
-        std::fs::write("/usr/corral-pwn", b"x").map(drop),
+        "write outside",
+        std::fs::write(outside_target(), b"x").map(drop),
     );
     note(
         "write work",
@@ -135,6 +150,7 @@ fn run_probe(confined: bool) -> String {
         .arg(PROBE_ARG)
         .args([&file, &host.path().to_path_buf(), &work, &root, &fd_dir])
         .arg(if confined { "1" } else { "0" })
+        .env("CORRAL_TEST_OUTSIDE", outside_target())
         .output()
         .unwrap();
     assert!(
@@ -154,7 +170,7 @@ fn run_probe(confined: bool) -> String {
         // Positive control restores what it changed.
         let _ = std::fs::remove_file(host.path().join("new"));
     }
-    let _ = std::fs::remove_file("/usr/corral-pwn");
+    let _ = std::fs::remove_file(outside_target());
     text
 }
 
@@ -164,7 +180,7 @@ fn confined_probe_sees_only_its_target() {
         "read host file: ok",
         "write host file: ok",
         "create in host dir: ok",
-        "write /usr: ok",
+        "write outside: ok",
         "write work: ok",
         "mount: ok",
         "new user namespace: ok",
@@ -182,7 +198,7 @@ fn confined_probe_sees_only_its_target() {
         "write host file: denied",
         "create in host dir: denied",
         "read /etc/shadow: denied",
-        "write /usr: denied",
+        "write outside: denied",
         "write work: ok",
         "mount: denied",
         "new user namespace: denied",
@@ -266,9 +282,14 @@ fn main() {
         Some(PROBE_ARG) => return probe(&args[1..]),
         _ => {}
     }
+    // As an ordinary user, rootless mode, as corral enters it (ADR-0080): the helper then
+    // runs as root in corral's user namespace, and a checkout's owner is one of its ids.
+    corral_linux::rootless::choose_mode();
     if !rustix::process::geteuid().is_root() {
-        // The helper needs root (root mode); rootless mode is a separate issue.
-        eprintln!("confinement: needs root");
+        eprintln!(
+            "confinement: needs root, or rootless mode: {}",
+            corral_linux::rootless::refusal().unwrap_or("not entered")
+        );
         std::process::exit(1);
     }
     let tests: [(&str, fn()); 3] = [

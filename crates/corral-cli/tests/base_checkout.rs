@@ -7,6 +7,7 @@
     reason = "test code"
 )]
 
+mod mode;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -142,7 +143,14 @@ fn run(f: &Fixture, base: &str, env: &[(&str, &str)]) -> Output {
 }
 
 fn cache_dir(f: &Fixture) -> PathBuf {
-    f.dir.join("home/.cache/corral")
+    let root = f.dir.join("home/.cache/corral");
+    // Rootless mode with subordinate ids: the checkouts are the worker's, in a cache of
+    // their own (`corral_runner::cache_root_for`, ADR-0080).
+    let owned = root.join("owned-1000-1000");
+    if !mode::is_root() && owned.exists() {
+        return owned;
+    }
+    root
 }
 
 #[test]

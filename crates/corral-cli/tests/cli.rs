@@ -7,6 +7,7 @@
     reason = "test code"
 )]
 
+mod mode;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -505,6 +506,28 @@ fn verify_spells_a_position_as_the_other_commands_do() {
 #[test]
 fn an_ordinary_user_is_told_once_what_is_missing() {
     use std::os::unix::fs::PermissionsExt as _;
+    if !mode::is_root() {
+        // Run by an ordinary user (the guests' rootless runs, ADR-0080): it cannot become
+        // another user, and a host that delegates it a cgroup lacks nothing: the probe names
+        // rootless mode and attests all nine.
+        let out = Command::new(env!("CARGO_BIN_EXE_corral"))
+            .arg("probe")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("mode: rootless (corral runs as uid ")),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("enforced")).count(),
+            9,
+            "{text}"
+        );
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("corral-cli-nonroot-{}", std::process::id()));
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();

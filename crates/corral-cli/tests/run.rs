@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::{Value, json};
 
 mod common;
+mod mode;
 use common::{Fixture, fixture, git, run_command, wait_until, work_unit};
 
 fn shell_preset(script: &str) -> Value {
@@ -1239,6 +1240,12 @@ fn verbose_logs_each_step_on_stderr() {
 /// worker's change needs more. Control: the same run with a roomy store is captured.
 #[test]
 fn a_full_store_fails_naming_the_store_and_leaves_nothing_half_written() {
+    if mode::root_mode_only(
+        "a_full_store_fails_naming_the_store_and_leaves_nothing_half_written",
+        "a full store is a small tmpfs mounted in a mount namespace, which needs root",
+    ) {
+        return;
+    }
     let f = fixture("fullstore");
     let script = "head -c 3000000 /dev/zero | tr '\\0' 'x' | fold -w 99 > src/big.txt";
     let (wu, preset) = documents(&f, script);

@@ -29,6 +29,22 @@
     reason = "namespaces, mounts, seccomp and Landlock need raw system calls; each block has a SAFETY comment"
 )]
 
+/// The unit tests' own mode: as an ordinary user they enter rootless mode before libtest
+/// starts its threads, as corral's `main` does (tests/mode/mod.rs does it for the
+/// integration tests; ADR-0080). As root: nothing.
+#[cfg(test)]
+mod test_mode {
+    extern "C" fn enter_mode() {
+        crate::rootless::choose_mode();
+    }
+    // SAFETY: `.init_array` entries are called once by the loader, with no arguments, before
+    // `main` (glibc initialised first); `enter_mode` only forks, reads and writes files and
+    // unshares namespaces.
+    #[used]
+    #[unsafe(link_section = ".init_array")]
+    static ENTER_MODE: extern "C" fn() = enter_mode;
+}
+
 pub mod cgroup;
 #[macro_use]
 mod child;

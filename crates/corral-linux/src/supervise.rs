@@ -247,6 +247,10 @@ mod tests {
         executable: String,
         read_only: String,
     ) -> Result<SandboxOutcome, SandboxError> {
+        // Rootless mode with subordinate ids: the lower layer must be the worker's (ADR-0080).
+        if let Some((uid, gid)) = crate::rootless::workspace_owner() {
+            std::os::unix::fs::lchown(workspace, Some(uid), Some(gid)).unwrap();
+        }
         let spec = ExecSpec {
             executable,
             args: vec![],

@@ -20,6 +20,7 @@
 )]
 
 mod common;
+mod mode;
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};

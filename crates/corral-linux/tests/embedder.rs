@@ -10,6 +10,7 @@
     clippy::panic,
     reason = "test code"
 )]
+mod mode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

@@ -6,6 +6,7 @@
     reason = "test code"
 )]
 mod common;
+mod mode;
 use common::*;
 use corral_contract::Capability;
 use corral_linux::{LinuxConfig, LinuxSandboxExecutor, Observation, ProbeReport};

@@ -7,6 +7,7 @@
     reason = "test code"
 )]
 mod common;
+mod mode;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -198,7 +199,14 @@ fn git_stays_read_only_when_the_whole_workspace_is_writable() {
 fn host_secrets_and_home_are_invisible() {
     let ws = Workspace::new("secrets");
     let canary = format!("CANARY-{}", std::process::id());
-    let secret = std::path::PathBuf::from(format!("/root/.corral-canary-{}", std::process::id()));
+    // Root mode: root's home. Rootless mode: the invoking user's own home, which must stay
+    // out of reach exactly as root's does (ADR-0080).
+    let home = if rootless() {
+        std::env::var("HOME").unwrap()
+    } else {
+        "/root".to_owned()
+    };
+    let secret = std::path::PathBuf::from(format!("{home}/.corral-canary-{}", std::process::id()));
     std::fs::write(&secret, &canary).unwrap();
     // Positive control: the canary is readable on the host.
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), canary);
@@ -327,8 +335,13 @@ fn worker_has_no_capabilities_no_new_privs_and_an_unprivileged_uid() {
         out.contains("NoNewPrivs:\t1") && out.contains("Seccomp:\t2"),
         "{out}"
     );
-    // A uid of the supervisor's own, shared with no host user (RES-PID-02).
-    let id = corral_linux::WORKER_ID_BASE + std::process::id();
+    // A uid of the supervisor's own, shared with no host user (RES-PID-02). Rootless mode:
+    // the worker's id in corral's user namespace, from the user's subordinate range when it
+    // has one (ADR-0080; the guests' users do).
+    let id = match corral_linux::rootless::active() {
+        Some(r) => r.worker_ids().0,
+        None => corral_linux::WORKER_ID_BASE + std::process::id(),
+    };
     assert!(
         out.contains(&format!("Uid:\t{id}\t{id}\t{id}\t{id}"))
             && out.contains(&format!("Gid:\t{id}\t{id}\t{id}\t{id}")),
@@ -436,13 +449,25 @@ fn host_socket_file_under_a_read_only_folder_is_unreachable() {
     // which the sandbox sees read-only.
     use std::os::unix::fs::PermissionsExt as _;
     let ws = Workspace::new("unixpath");
-    let path = format!("/usr/lib/corral-test-{}.sock", std::process::id());
+    // Rootless mode: the user may not write /usr/lib; the workspace's read-only part (the
+    // lower layer, `.github/` here) is a folder the sandbox shows read-only too.
+    let (path, inside) = if rootless() {
+        let name = format!("corral-test-{}.sock", std::process::id());
+        let p = ws.path.join(".github").join(&name);
+        (
+            p.display().to_string(),
+            format!("/workspace/.github/{name}"),
+        )
+    } else {
+        let p = format!("/usr/lib/corral-test-{}.sock", std::process::id());
+        (p.clone(), p)
+    };
     let _ = std::fs::remove_file(&path);
     let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
     l.set_nonblocking(true).unwrap();
     let o = Case::sh(&format!(
-        "ls -l {path}; /usr/bin/python3 -c \"import socket,os\na,b=socket.socketpair();a.send(b'p');print('PAIR',b.recv(1))\ntry:\n s=socket.socket(socket.AF_UNIX);s.connect('{path}');print('CONNECTED')\nexcept OSError as e: print('FAILED',e.errno)\""
+        "ls -l {inside}; /usr/bin/python3 -c \"import socket,os\na,b=socket.socketpair();a.send(b'p');print('PAIR',b.recv(1))\ntry:\n s=socket.socket(socket.AF_UNIX);s.connect('{inside}');print('CONNECTED')\nexcept OSError as e: print('FAILED',e.errno)\""
     ))
     .run(&ws);
     let out = text(&o.stdout.bytes);

@@ -7,6 +7,7 @@
     reason = "test code"
 )]
 mod common;
+mod mode;
 use std::time::{Duration, Instant};
 
 use common::*;

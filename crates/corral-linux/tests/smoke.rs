@@ -5,6 +5,7 @@
     reason = "test code"
 )]
 mod common;
+mod mode;
 use common::*;
 use corral_contract::manifest::Termination;
 

@@ -209,8 +209,33 @@ impl Workspace {
         std::fs::write(path.join("README"), "readme\n").unwrap();
         std::fs::write(path.join(".git/config"), "[core]\n").unwrap();
         std::fs::write(path.join(".github/ci.yml"), "on: push\n").unwrap();
+        own_for_worker(&path);
         Self { path }
     }
+}
+
+/// In rootless mode with subordinate ids the lower layer cannot be idmapped, so a base
+/// checkout must belong to the worker (as the runner's checkouts do): `path` and everything
+/// under it are given to it. Root mode: nothing.
+pub fn own_for_worker(path: &Path) {
+    use corral_sandbox::LocalSandboxExecutor as _;
+    let Some((uid, gid)) = executor().workspace_owner() else {
+        return;
+    };
+    fn walk(p: &Path, uid: u32, gid: u32) {
+        std::os::unix::fs::lchown(p, Some(uid), Some(gid)).unwrap();
+        if std::fs::symlink_metadata(p).unwrap().is_dir() {
+            for e in std::fs::read_dir(p).unwrap() {
+                walk(&e.unwrap().path(), uid, gid);
+            }
+        }
+    }
+    walk(path, uid, gid);
+}
+
+/// Whether this test binary runs in rootless mode (an ordinary user ran it, ADR-0080).
+pub fn rootless() -> bool {
+    corral_linux::rootless::active().is_some()
 }
 
 impl Drop for Workspace {
