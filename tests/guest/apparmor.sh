@@ -13,7 +13,8 @@
 #   D. the user's probe attests all nine capabilities under that profile, and `corral demo`
 #      captures; the same bytes at another path stay refused (the profile is for one path);
 #   E. setup again replaces its own file; removing the profile brings the refusal back.
-# Usage: apparmor.sh CORRAL APPARMOR_DIR (the folder `xtask vm` unpacks Ubuntu's parser into).
+# Usage: apparmor.sh CORRAL APPARMOR_DIR (the folder `xtask vm --kernel ubuntu-24.04` unpacks
+# Ubuntu's parser into, target/vm/ubuntu-apparmor).
 set -euo pipefail
 corral=$1
 aa=$2

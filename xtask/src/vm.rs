@@ -1115,6 +1115,11 @@ pub fn run(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(root, args)?;
     let vm = root.join("target/vm");
     std::fs::create_dir_all(&vm)?;
+    if o.kernels.iter().any(|k| k == "ubuntu-24.04") {
+        // Ubuntu's AppArmor parser beside its kernel, for tests/guest/apparmor.sh.
+        let dir = ubuntu_apparmor(root)?;
+        println!("Ubuntu 24.04's AppArmor parser: {}", dir.display());
+    }
     let mut rows = Vec::new();
     for (name, suite, spec) in KERNELS
         .iter()
