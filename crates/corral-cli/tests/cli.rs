@@ -672,3 +672,46 @@ fn admit_json_has_the_same_keys_whatever_the_decision() {
     assert_eq!(keys(&rejected), want);
     assert_eq!(keys(&missing), want);
 }
+
+/// corral as uid 0 of a user namespace it did not make (`unshare -r`, as in a rootless
+/// container): root mode needs the host's root, so the probe refuses in one line naming the
+/// namespace and the fix, and claims no mode (ADR-0080). Before, it called itself root mode
+/// and every capability failed on "home owner: Invalid argument". Control: the same probe
+/// outside the namespace names a mode and no such line.
+#[test]
+fn uid_0_of_a_foreign_user_namespace_is_refused_naming_it() {
+    let out = Command::new("unshare")
+        .args(["-r", "--"])
+        .arg(env!("CARGO_BIN_EXE_corral"))
+        .arg("probe")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("unshare (util-linux) is required: scripts/setup.sh installs it");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(3), "{text}{}", stderr(&out));
+    let missing: Vec<&str> = text.lines().filter(|l| l.contains("MISSING")).collect();
+    assert_eq!(missing.len(), 1, "{text}");
+    assert!(
+        missing[0].contains("corral runs as uid 0 of a user namespace it did not make")
+            && missing[0].contains("run corral outside that namespace"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("mode: none: corral runs as uid 0 of a user namespace")),
+        "{text}"
+    );
+    assert!(!text.contains("home owner"), "{text}");
+    let outside = Command::new(env!("CARGO_BIN_EXE_corral"))
+        .arg("probe")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&outside.stdout).into_owned();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("mode: root (") || l.starts_with("mode: rootless (")),
+        "{text}"
+    );
+    assert!(!text.contains("a user namespace it did not make"), "{text}");
+}

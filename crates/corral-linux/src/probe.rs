@@ -794,6 +794,11 @@ pub fn probe(config: &LinuxConfig) -> ProbeReport {
         ));
         return ProbeReport::from_observations(o, None);
     }
+    if let Some(why) = crate::rootless::foreign_user_namespace() {
+        let mut o = Observations::none(&format!("{NOT_PROBED} (needs the host's root)"));
+        o.root = Observation::missing(why);
+        return ProbeReport::from_observations(o, None);
+    }
     let mut o = Observations::none(NOT_PROBED);
     o.root = match rootless {
         Some(r) => Observation::ok(format!(

@@ -420,6 +420,38 @@ pub fn refusal() -> Option<&'static str> {
     REFUSED.get().map(String::as_str)
 }
 
+/// Whether `uid_map` (the text of /proc/self/uid_map) is the initial user namespace's: every
+/// id mapped to itself.
+#[must_use]
+pub fn is_initial_uid_map(uid_map: &str) -> bool {
+    let lines: Vec<Vec<&str>> = uid_map
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .filter(|f: &Vec<&str>| !f.is_empty())
+        .collect();
+    lines.len() == 1 && lines[0] == ["0", "0", "4294967295"]
+}
+
+/// When corral runs as uid 0 of a user namespace it did not make (`unshare -r`, a rootless
+/// container): the reason root mode cannot run there, naming the mapping and the fix. Root
+/// mode needs the host's root (idmapped mounts, the host's cgroups); `None` in the initial
+/// namespace and in corral's own rootless one.
+#[must_use]
+pub fn foreign_user_namespace() -> Option<String> {
+    if active().is_some() {
+        return None;
+    }
+    let map = fs::read_to_string("/proc/self/uid_map").ok()?;
+    (!is_initial_uid_map(&map)).then(|| {
+        format!(
+            "corral runs as uid 0 of a user namespace it did not make (uid_map {:?}), where \
+             root mode cannot work (it needs the host's root): run corral outside that \
+             namespace, as root or as an ordinary user (rootless mode)",
+            map.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
+    })
+}
+
 /// Chooses the mode for this process (ADR-0080). As root: root mode, nothing to do. As an
 /// ordinary user: the preflight first; when the host has every required thing, corral
 /// enters a user namespace of its own (the invoking uid and gid mapped to 0, nothing else)
@@ -707,7 +739,10 @@ pub fn mode() -> String {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     if euid == 0 {
-        "root (corral runs as uid 0)".to_owned()
+        match foreign_user_namespace() {
+            Some(why) => format!("none: {why}"),
+            None => "root (corral runs as uid 0)".to_owned(),
+        }
     } else {
         format!(
             "none: corral runs as uid {euid}, and rootless mode cannot start: {}",
@@ -854,6 +889,19 @@ mod tests {
             "0\n",
         )]);
         assert_eq!(apparmor_clause(&off), None);
+    }
+
+    #[test]
+    fn only_the_identity_map_of_every_id_is_the_initial_user_namespace() {
+        assert!(is_initial_uid_map("         0          0 4294967295\n"));
+        for other in [
+            "         0       1000          1\n",
+            "0 0 4294967295\n1 1 1\n",
+            "0 0 65536\n",
+            "",
+        ] {
+            assert!(!is_initial_uid_map(other), "{other:?}");
+        }
     }
 
     #[test]
