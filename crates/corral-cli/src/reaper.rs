@@ -48,6 +48,11 @@ pub struct Places {
     /// The base cache root (`tmp/`, `base/`, `executables/`); also where probes make their
     /// folders.
     pub cache: Option<PathBuf>,
+    /// Where the base checkouts (`tmp/`, `base/`) live when not in `cache` itself: rootless
+    /// mode with subordinate ids keeps the worker's apart (`corral_runner::cache_root_for`,
+    /// ADR-0080). A killed corral's staging there was left behind before (TRUST-07 in
+    /// rootless mode, 2026-12-07).
+    pub checkouts: Option<PathBuf>,
     /// The artifact store root (`sha256/`).
     pub artifacts: Option<PathBuf>,
 }
@@ -61,6 +66,9 @@ pub fn start(places: &Places) -> io::Result<()> {
         .arg(std::process::id().to_string());
     if let Some(c) = &places.cache {
         cmd.arg("--cache").arg(c);
+    }
+    if let Some(c) = &places.checkouts {
+        cmd.arg("--checkouts").arg(c);
     }
     if let Some(a) = &places.artifacts {
         cmd.arg("--artifacts").arg(a);
@@ -90,8 +98,8 @@ pub fn start(places: &Places) -> io::Result<()> {
 /// What the reaper prints once it watches corral.
 const READY: &str = "ready";
 
-/// The reaper's main: `corral __corral-reaper <pid> [--cache DIR] [--artifacts DIR] [--tmp
-/// DIR]`.
+/// The reaper's main: `corral __corral-reaper <pid> [--cache DIR] [--checkouts DIR]
+/// [--artifacts DIR] [--tmp DIR]`.
 pub fn main(args: &[OsString]) -> i32 {
     let Some(pid) = args
         .first()
@@ -108,6 +116,7 @@ pub fn main(args: &[OsString]) -> i32 {
         let value = PathBuf::from(value);
         match flag.to_str() {
             Some("--cache") => places.cache = Some(value),
+            Some("--checkouts") => places.checkouts = Some(value),
             Some("--artifacts") => places.artifacts = Some(value),
             Some("--tmp") => tmp = Some(value),
             _ => {
@@ -197,9 +206,11 @@ fn wait_for_exit(fd: &std::os::fd::OwnedFd) -> bool {
 pub fn sweep(pid: u32, places: &Places, tmp: Option<&Path>) -> Vec<(String, io::Result<()>)> {
     let mut done = Vec::new();
     let mut places_of: Vec<(PathBuf, Pick)> = Vec::new();
-    if let Some(c) = &places.cache {
+    if let Some(c) = places.checkouts.as_ref().or(places.cache.as_ref()) {
         places_of.push((c.join("tmp"), corral_checkout::cache::is_temporary_of));
         places_of.push((c.join("base"), corral_checkout::cache::is_temporary_of));
+    }
+    if let Some(c) = &places.cache {
         places_of.push((
             c.join("executables"),
             corral_runner::executable::is_temporary_of,
@@ -362,6 +373,7 @@ mod tests {
         }
         let places = Places {
             cache: Some(cache.clone()),
+            checkouts: None,
             artifacts: Some(art.clone()),
         };
         let done = sweep(42, &places, Some(&tmp));
@@ -376,5 +388,42 @@ mod tests {
         }
         assert!(art.join("sha256/abc").exists());
         assert!(cache.join(format!("base/{sha}.lock")).exists());
+    }
+
+    /// Rootless mode with subordinate ids: the checkouts' staging lives in their own root
+    /// (`owned-<uid>-<gid>`), the probe's folders and executables in the cache itself; the
+    /// sweep finds both. Control: without `checkouts` the staging stays (the defect TRUST-07
+    /// found in rootless mode).
+    #[test]
+    fn sweep_finds_staging_in_the_checkouts_root_of_rootless_mode() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = d.path().join("c");
+        let owned = cache.join("owned-1000-1000");
+        let sha = "26a53aa9f13e312f8d5496971f187b89469638f6";
+        let staging = owned.join(format!("tmp/{sha}-42-0/work"));
+        let probe = cache.join("corral-probe-ws-42-1");
+        let make = || {
+            for p in [&staging, &probe] {
+                fs::create_dir_all(p).unwrap();
+            }
+        };
+        make();
+        let without = Places {
+            cache: Some(cache.clone()),
+            checkouts: None,
+            artifacts: None,
+        };
+        let done = sweep(42, &without, None);
+        assert!(staging.exists(), "{done:?}");
+        assert!(!probe.exists(), "{done:?}");
+        make();
+        let with = Places {
+            cache: Some(cache.clone()),
+            checkouts: Some(owned.clone()),
+            artifacts: None,
+        };
+        let done = sweep(42, &with, None);
+        assert!(!owned.join(format!("tmp/{sha}-42-0")).exists(), "{done:?}");
+        assert!(!probe.exists(), "{done:?}");
     }
 }

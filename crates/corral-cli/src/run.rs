@@ -482,8 +482,10 @@ pub const WITHDRAW_ENV: &str = "CORRAL_WITHDRAW_CAPABILITY";
 /// whatever ends this process, its cgroups and temporary files go when it does. Before
 /// anything of the kind is made (the probe makes cgroups and folders).
 pub fn start_reaper(artifacts: Option<&Path>) -> Result<(), String> {
+    let owner = corral_linux::rootless::workspace_owner();
     let places = crate::reaper::Places {
         cache: Some(default_cache_dir()),
+        checkouts: owner.map(|o| corral_runner::cache_root_for(&default_cache_dir(), Some(o))),
         artifacts: artifacts.map(Path::to_path_buf),
     };
     crate::reaper::start(&places).map_err(|e| {

@@ -730,9 +730,13 @@ fn probe_sandbox(
         home_files: Default::default(),
     };
     let one = NonZeroU64::MIN;
+    // Bounds on a hang, not paces: a probe run that ends is attested however slowly it ran
+    // (16 corral runs probing at once in an emulated guest beside two others took over the
+    // 10 s this once was, and the host was refused for it: TRUST-06 in rootless mode,
+    // 2026-12-07).
     let limits = Limits {
-        wall_seconds: NonZeroU64::new(10).unwrap_or(one),
-        cpu_seconds: NonZeroU64::new(5).unwrap_or(one),
+        wall_seconds: NonZeroU64::new(120).unwrap_or(one),
+        cpu_seconds: NonZeroU64::new(60).unwrap_or(one),
         memory_bytes: NonZeroU64::new(64 << 20).unwrap_or(one),
         disk_bytes: NonZeroU64::new(8 << 20).unwrap_or(one),
         max_processes: NonZeroU64::new(8).unwrap_or(one),
@@ -802,7 +806,7 @@ pub fn probe(config: &LinuxConfig) -> ProbeReport {
     let mut o = Observations::none(NOT_PROBED);
     o.root = match rootless {
         Some(r) => Observation::ok(format!(
-            "rootless: uid {} gid {} mapped to 0 in corral's own user namespace{}",
+            "rootless: uid {} gid {} mapped to 0 in corral's own user namespace{}; {}",
             r.host_uid,
             r.host_gid,
             r.subids.map_or_else(String::new, |s| format!(
@@ -811,7 +815,8 @@ pub fn probe(config: &LinuxConfig) -> ProbeReport {
                 s.uids.0 + s.uids.1,
                 crate::rootless::SUBID_WORKER,
                 s.worker_host_uid()
-            ))
+            )),
+            crate::rootless::counters_evidence().unwrap_or("per-user counters not capped")
         )),
         None => Observation::ok("effective uid 0"),
     };

@@ -620,12 +620,91 @@ fn enter(subids: Option<SubIds>) -> Result<Rootless, String> {
         }
         crate::sys::make_mounts_private()
             .map_err(|e| format!("making corral's mounts private in its namespace: {e}"))?;
+        cap_user_counters(Path::new("/"))?;
         return Ok(rootless);
     };
     map_by_helpers(uid, gid, sub)?;
     crate::sys::make_mounts_private()
         .map_err(|e| format!("making corral's mounts private in its namespace: {e}"))?;
+    cap_user_counters(Path::new("/"))?;
     Ok(rootless)
+}
+
+/// The per-user kernel counters a worker could exhaust for the whole user (corpus RES-PID-02,
+/// `[U]`): each is charged to the worker's id in corral's namespace *and* up the hierarchy to
+/// the user who made it, whose host limit the user's own programs share. The host's limit
+/// (`fs.*`, the initial namespace's), and the namespace's own (`user.*`, `INT_MAX` in a new
+/// namespace until set).
+const USER_COUNTERS: &[(&str, &str, &str)] = &[
+    (
+        "inotify instances",
+        "proc/sys/fs/inotify/max_user_instances",
+        "proc/sys/user/max_inotify_instances",
+    ),
+    (
+        "inotify watches",
+        "proc/sys/fs/inotify/max_user_watches",
+        "proc/sys/user/max_inotify_watches",
+    ),
+    (
+        "fanotify groups",
+        "proc/sys/fs/fanotify/max_user_groups",
+        "proc/sys/user/max_fanotify_groups",
+    ),
+    (
+        "fanotify marks",
+        "proc/sys/fs/fanotify/max_user_marks",
+        "proc/sys/user/max_fanotify_marks",
+    ),
+];
+
+/// What corral's namespace holds a run to: a quarter of the user's host limit for each
+/// counter, so a run (or three) exhausting its own leaves the user's own programs room.
+static COUNTERS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The counters' caps, for the probe's evidence (rootless mode only).
+#[must_use]
+pub fn counters_evidence() -> Option<&'static str> {
+    COUNTERS.get().map(String::as_str)
+}
+
+/// A quarter of the host's limit, at least 1.
+#[must_use]
+pub fn counter_cap(host_limit: u64) -> u64 {
+    (host_limit / 4).max(1)
+}
+
+/// Sets each counter of `USER_COUNTERS` the kernel has in corral's new namespace (`root` is
+/// `/` but for tests) to `counter_cap` of the host's limit. A counter the kernel lacks (the
+/// fanotify ones before 5.13) is left; one it has but refuses is a refusal of the mode.
+fn cap_user_counters(root: &Path) -> Result<(), String> {
+    let mut done = Vec::new();
+    for (what, host, ns) in USER_COUNTERS {
+        let (Some(limit), true) = (
+            read(root, host).and_then(|v| v.parse::<u64>().ok()),
+            root.join(ns).exists(),
+        ) else {
+            continue;
+        };
+        let cap = counter_cap(limit);
+        fs::write(root.join(ns), cap.to_string()).map_err(|e| {
+            format!(
+                "capping the {what} a run may take of the user's ({}): {e}",
+                root.join(ns).display()
+            )
+        })?;
+        done.push(format!("{what} {cap} of the user's {limit}"));
+    }
+    let _ = COUNTERS.set(format!(
+        "per-user counters capped in corral's namespace (each run's share of the user's host \
+         limit): {}",
+        if done.is_empty() {
+            "none this kernel has".to_owned()
+        } else {
+            done.join(", ")
+        }
+    ));
+    Ok(())
 }
 
 /// `unshare(CLONE_NEWUSER | CLONE_NEWNS)`, then a child forked before it maps corral's ids
@@ -902,6 +981,25 @@ mod tests {
         ] {
             assert!(!is_initial_uid_map(other), "{other:?}");
         }
+    }
+
+    #[test]
+    fn each_counter_the_kernel_has_is_capped_at_a_quarter_of_the_users() {
+        let r = tree(&[
+            ("proc/sys/fs/inotify/max_user_instances", "128\n"),
+            ("proc/sys/fs/inotify/max_user_watches", "1048576\n"),
+            ("proc/sys/user/max_inotify_instances", "2147483647\n"),
+            ("proc/sys/user/max_inotify_watches", "2147483647\n"),
+            // No fanotify counters in this kernel's namespace: left alone.
+            ("proc/sys/fs/fanotify/max_user_groups", "128\n"),
+        ]);
+        cap_user_counters(&r).unwrap();
+        let get = |rel: &str| fs::read_to_string(r.join(rel)).unwrap();
+        assert_eq!(get("proc/sys/user/max_inotify_instances"), "32");
+        assert_eq!(get("proc/sys/user/max_inotify_watches"), "262144");
+        assert!(!r.join("proc/sys/user/max_fanotify_groups").exists());
+        assert_eq!(counter_cap(1), 1);
+        assert_eq!(counter_cap(3), 1);
     }
 
     #[test]

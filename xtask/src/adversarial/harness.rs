@@ -36,6 +36,11 @@ pub struct Harness {
     pub crash_points: usize,
     /// `--as-user`: the ordinary user every corral runs as (rootless mode) and its uid.
     pub as_user: Option<(String, u32)>,
+    /// `--as-user`: the user's gid.
+    pub as_gid: u32,
+    /// Where corral keeps its base cache under `$XDG_CACHE_HOME/corral` in this mode: itself,
+    /// or with subordinate ids in rootless mode `owned-<uid>-<gid>` (the worker's checkouts).
+    pub cache_sub: PathBuf,
 }
 
 impl Harness {
@@ -64,7 +69,14 @@ impl Harness {
             verbose,
             crash_points: super::cases::CRASH_POINTS,
             as_user: None,
+            as_gid: 0,
+            cache_sub: PathBuf::new(),
         })
+    }
+
+    /// The base cache a corral run with `XDG_CACHE_HOME=xdg_cache_home` uses in this mode.
+    pub fn cache_in(&self, xdg_cache_home: &Path) -> PathBuf {
+        xdg_cache_home.join("corral").join(&self.cache_sub)
     }
 
     /// `--as-user NAME`: from here on `corral` is a wrapper that runs the binary under test as
@@ -113,6 +125,36 @@ impl Harness {
         set_mode(&wrapper, 0o755)?;
         self.corral = wrapper;
         self.as_user = Some((user.to_owned(), uid));
+        self.as_gid = gid;
+        // Where the user's corral keeps its checkouts: asked of corral itself.
+        let xdg = self.scratch.join("cache-probe");
+        let out = Command::new(&self.corral)
+            .args(["cache", "ls", "--json"])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", self.scratch.join("home"))
+            .env("XDG_CACHE_HOME", &xdg)
+            .env("XDG_DATA_HOME", self.scratch.join("data"))
+            .output()
+            .context("corral cache ls as the user")?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!(
+                "corral cache ls --json as {user}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        let cache = PathBuf::from(v["cache"].as_str().context("cache ls: no \"cache\"")?);
+        self.cache_sub = cache
+            .strip_prefix(xdg.join("corral"))
+            .with_context(|| {
+                format!(
+                    "{user}'s cache {} is not under {}",
+                    cache.display(),
+                    xdg.display()
+                )
+            })?
+            .to_path_buf();
+        let _ = std::fs::remove_dir_all(&xdg);
         Ok(())
     }
 
@@ -400,6 +442,9 @@ pub struct Control {
     /// Run in fresh pid+mount namespaces (`unshare -pfm --mount-proc`), so an attack that
     /// signals every process can only reach the control's own tree.
     pub own_pidns: bool,
+    /// Run as this uid and gid instead of 65534 (without capabilities either way): the
+    /// invoking user's, where a case's control is about that user's own counters.
+    pub as_ids: Option<(u32, u32)>,
 }
 
 impl Default for Control {
@@ -410,8 +455,22 @@ impl Default for Control {
             env: Vec::new(),
             netns: None,
             own_pidns: false,
+            as_ids: None,
         }
     }
+}
+
+/// The `setpriv` prefix for these ids, without groups or capabilities (as `AS_NOBODY`).
+#[must_use]
+pub fn as_ids((uid, gid): (u32, u32)) -> Vec<String> {
+    vec![
+        "setpriv".to_owned(),
+        format!("--reuid={uid}"),
+        format!("--regid={gid}"),
+        "--clear-groups".to_owned(),
+        "--inh-caps=-all".to_owned(),
+        "--bounding-set=-all".to_owned(),
+    ]
 }
 
 fn read_artifact(artifacts: &Path, digest: &str) -> Vec<u8> {
@@ -966,9 +1025,10 @@ impl<'h> Ctx<'h> {
         let dir = self.dir.join(format!("control{}", self.runs));
         std::fs::create_dir_all(&dir)?;
         let (ws, _) = self.repo(&spec.repo, &dir.join("repo"))?;
+        let ids = how.as_ids.unwrap_or((65534, 65534));
         if !how.as_root {
             let _ = Command::new("chown")
-                .args(["-R", "65534:65534"])
+                .args(["-R", &format!("{}:{}", ids.0, ids.1)])
                 .arg(&dir)
                 .status();
         }
@@ -983,7 +1043,7 @@ impl<'h> Ctx<'h> {
         argv.extend(["timeout", "-s", "KILL"].map(String::from));
         argv.push(format!("{}", how.timeout.as_secs().max(1)));
         if !how.as_root {
-            argv.extend(AS_NOBODY.map(String::from));
+            argv.extend(as_ids(ids));
         }
         argv.push(
             self.h

@@ -496,7 +496,7 @@ fn trust_07(ctx: &mut Ctx) -> Result<Verdict> {
             Phase::Capture | Phase::Store => warm_home.clone(),
         };
         let places = Places {
-            cache: home.join("corral"),
+            cache: ctx.h.cache_in(&home),
             store: store_root.join("sha256"),
         };
         let p = prepare(ctx, &format!("p{i}"), &home)?;

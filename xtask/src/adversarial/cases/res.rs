@@ -20,7 +20,7 @@ use anyhow::Result;
 
 use super::{describe, esc_breaches, started, trivial_run, vars};
 use crate::adversarial::case::{Case, Judge, Verdict};
-use crate::adversarial::harness::{AS_NOBODY, Control, Ctx, RunObs, RunSpec, walk};
+use crate::adversarial::harness::{Control, Ctx, RunObs, RunSpec, walk};
 
 const MIB: u64 = 1 << 20;
 /// Small budgets keep the cases fast.
@@ -256,8 +256,9 @@ struct Samples {
 struct Probes {
     /// Run `sh -c true` every 150 ms.
     fork: bool,
-    /// Run inotify_init1 and `sh -c true` as uid 65534 every 200 ms.
-    nobody: bool,
+    /// Run inotify_init1 and `sh -c true` as these ids every 200 ms: uid 65534's, or in
+    /// rootless mode the invoking user's.
+    nobody: Option<(u32, u32)>,
 }
 
 /// Samples the host and the run's cgroup every 10 ms on its own thread while a run goes on.
@@ -344,7 +345,8 @@ impl Monitor {
                     }
                     next_fork = Instant::now() + Duration::from_millis(150);
                 }
-                if probes.nobody && Instant::now() >= next_nobody {
+                if let Some(ids) = probes.nobody.filter(|_| Instant::now() >= next_nobody) {
+                    let prefix = crate::adversarial::harness::as_ids(ids);
                     s.nobody_runs += 1;
                     for (what, argv) in [
                         (
@@ -358,21 +360,24 @@ impl Monitor {
                         ),
                         ("sh -c true", vec!["sh", "-c", "true"]),
                     ] {
-                        let out = Command::new(AS_NOBODY[0])
+                        let out = Command::new(&prefix[0])
                             .env_clear()
                             .env("PATH", "/usr/bin:/bin")
-                            .args(&AS_NOBODY[1..])
+                            .args(&prefix[1..])
                             .args(&argv)
                             .stdin(Stdio::null())
                             .output();
                         match out {
                             Ok(o) if o.status.success() => {}
                             Ok(o) => s.nobody_failures.push(format!(
-                                "{what} as uid 65534: {} {}",
+                                "{what} as uid {}: {} {}",
+                                ids.0,
                                 o.status,
                                 String::from_utf8_lossy(&o.stderr).trim()
                             )),
-                            Err(e) => s.nobody_failures.push(format!("{what} as uid 65534: {e}")),
+                            Err(e) => s
+                                .nobody_failures
+                                .push(format!("{what} as uid {}: {e}", ids.0)),
                         }
                     }
                     next_nobody = Instant::now() + Duration::from_millis(200);
@@ -1449,7 +1454,7 @@ fn res_pid_01(ctx: &mut Ctx) -> Result<Verdict> {
     let v = vars([]);
     let mon = Monitor::start(Probes {
         fork: true,
-        nobody: false,
+        nobody: None,
     });
     let run = ctx.run(&spec, &v)?;
     let s = mon.stop();
@@ -1537,12 +1542,15 @@ fn res_pid_01(ctx: &mut Ctx) -> Result<Verdict> {
 }
 
 fn res_pid_02(ctx: &mut Ctx) -> Result<Verdict> {
-    // The corpus tags this `[U]` (a rootless sandbox charges its user's counters). corral is
-    // rootful, but the same spill happens when the worker's uid is a host user's: per-user
-    // counters (inotify instances, keyring quota, pipe pages, RLIMIT_NPROC) are kept per uid.
-    // corral gives each supervisor a uid of its own; the harness, as host uid 65534 (the
-    // usual "nobody" a sandbox would otherwise be), must keep working while the sandbox
-    // exhausts inotify instances and processes.
+    // The corpus tags this `[U]`: per-user counters (inotify instances, keyring quota, pipe
+    // pages, RLIMIT_NPROC) are kept per uid, and a user namespace charges its creator too.
+    // Root mode: corral gives each supervisor a uid of its own; the harness, as host uid 65534
+    // (the usual "nobody" a sandbox would otherwise be), must keep working while the sandbox
+    // exhausts inotify instances and processes, and the sandbox gets the whole per-uid quota
+    // (it is charged to no one else). Rootless mode (ADR-0080): the worker's counters are
+    // charged up to the invoking user, whose own programs share that limit; corral caps what
+    // its namespace may take, and the user's own probes must keep working while the sandbox
+    // exhausts its share.
     let mut spec = base_spec("RES-PID-02.py").args(["3"]);
     spec.max_processes = 32;
     let v = vars([]);
@@ -1550,9 +1558,17 @@ fn res_pid_02(ctx: &mut Ctx) -> Result<Verdict> {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(128);
+    let (who, ids) = match &ctx.h.as_user {
+        Some((name, uid)) => (
+            format!("the invoking user {name} (uid {uid})"),
+            (*uid, ctx.h.as_gid),
+        ),
+        None => ("host uid 65534".to_owned(), (65534, 65534)),
+    };
+    let rootless = ctx.h.as_user.is_some();
     let mon = Monitor::start(Probes {
         fork: false,
-        nobody: true,
+        nobody: Some(ids),
     });
     let run = ctx.run(&spec, &v)?;
     let s = mon.stop();
@@ -1563,44 +1579,67 @@ fn res_pid_02(ctx: &mut Ctx) -> Result<Verdict> {
             .filter(|f| f.starts_with(what))
             .count()
     };
-    let inside: usize = out
+    let line = out
         .lines()
         .find_map(|l| l.strip_prefix("INOTIFY "))
-        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or("");
+    let inside: usize = line
+        .split_whitespace()
+        .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     let mut j = Judge::new();
-    j.require(
-        started(&run) && inside + 1 >= limit,
-        format!(
-            "the sandbox exhausted its inotify instances ({inside} of {limit}; {})",
-            describe(&run)
-        ),
-    );
+    if rootless {
+        // Its share: the sandbox ran into its own limit (EMFILE) below the user's.
+        j.require(
+            started(&run) && line.contains("EMFILE") && inside > 0,
+            format!(
+                "the sandbox exhausted the inotify instances its run may take ({inside} of \
+                 the user's {limit}, then {}; {})",
+                line.split_whitespace().nth(1).unwrap_or("no error"),
+                describe(&run)
+            ),
+        );
+    } else {
+        j.require(
+            started(&run) && inside + 1 >= limit,
+            format!(
+                "the sandbox exhausted its inotify instances ({inside} of {limit}; {})",
+                describe(&run)
+            ),
+        );
+    }
     let (ino, sh) = (fails(&s, "inotify_init1"), fails(&s, "sh -c true"));
     j.breach(
         ino > 0 || sh > 0,
         format!(
-            "while the sandbox held {inside} inotify instances, host uid 65534 failed \
-             inotify_init1 {ino} and sh -c true {sh} of {} time(s)",
+            "while the sandbox held {inside} inotify instances, {who} failed inotify_init1 \
+             {ino} and sh -c true {sh} of {} time(s)",
             s.nobody_runs
         ),
     );
-    j.require(s.nobody_runs > 0, "the harness probed as host uid 65534");
-    // Control: the same exhaustion outside as host uid 65534 (no forks there: the host has no
-    // pids limit for it) starves the harness's probes of the same uid.
+    j.require(s.nobody_runs > 0, format!("the harness probed as {who}"));
+    // Control: the same exhaustion outside as the same uid (no forks there: the host has no
+    // pids limit for it) starves the harness's probes of that uid.
     let mon = Monitor::start(Probes {
         fork: false,
-        nobody: true,
+        nobody: Some(ids),
     });
     let ctl_spec = spec.clone().args(["3", "0"]);
-    let ctl = ctx.control(&ctl_spec, &v, &Control::default())?;
+    let ctl = ctx.control(
+        &ctl_spec,
+        &v,
+        &Control {
+            as_ids: Some(ids),
+            ..Control::default()
+        },
+    )?;
     let c = mon.stop();
     j.control(
         fails(&c, "inotify_init1") > 0,
         format!(
-            "outside, the same uid exhausting inotify made the harness's inotify_init1 as uid \
-             65534 fail ({} of {} probes; control said {})",
+            "outside, the same uid exhausting inotify made the harness's inotify_init1 as \
+             {who} fail ({} of {} probes; control said {})",
             fails(&c, "inotify_init1"),
             c.nobody_runs,
             ctl.stdout.lines().next().unwrap_or("")

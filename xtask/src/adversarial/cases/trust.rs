@@ -216,7 +216,7 @@ fn base_refused(j: &mut Judge, run: &RunObs, code: &str, at: Option<&str>, what:
 
 /// The base cache the harness's corral runs use (`$XDG_CACHE_HOME/corral`).
 fn cache_root(ctx: &Ctx) -> PathBuf {
-    ctx.h.scratch.join("cache/corral")
+    ctx.h.cache_in(&ctx.h.scratch.join("cache"))
 }
 
 pub(super) fn names_in(dir: &Path) -> BTreeSet<String> {
@@ -1340,9 +1340,27 @@ fn hold_lease(
     shas: &[&str],
     racers: usize,
     bound: Duration,
+    owner: Option<(u32, u32)>,
 ) -> Result<JoinHandle<(usize, Duration)>> {
     use std::os::unix::fs::OpenOptionsExt as _;
     std::fs::create_dir_all(cache.join("base"))?;
+    // Rootless mode: corral runs as the user, and what the harness makes in its cache must be
+    // the user's, as if corral had made it (the cache folders and the lock files).
+    let give = |p: &Path| -> Result<()> {
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(p, Some(uid), Some(gid))
+                .with_context(|| format!("chown {}", p.display()))?;
+        }
+        Ok(())
+    };
+    for d in cache
+        .ancestors()
+        .take_while(|d| d.ends_with("corral") || d.starts_with(cache))
+        .collect::<Vec<_>>()
+    {
+        give(d)?;
+    }
+    give(&cache.join("base"))?;
     let mut held = Vec::new();
     let mut inodes = BTreeSet::new();
     for sha in shas {
@@ -1353,6 +1371,7 @@ fn hold_lease(
             .write(true)
             .mode(0o600)
             .open(cache.join("base").join(format!("{sha}.lock")))?;
+        give(&cache.join("base").join(format!("{sha}.lock")))?;
         rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)?;
         inodes.insert(lock.metadata()?.ino());
         held.push(lock);
@@ -2017,7 +2036,7 @@ fn race_and_judge(
     prefix: &str,
     port: u16,
 ) -> Result<()> {
-    let cache = cache_home.join("corral");
+    let cache = ctx.h.cache_in(cache_home);
     // Control: the cache is cold for both commits.
     let before = cache_ls_in(ctx, cache_home)?;
     let listed_before = before["entries"].as_array().map_or(0, Vec::len);
@@ -2106,6 +2125,7 @@ fn race_and_judge(
         &sha_refs,
         jobs.len(),
         Duration::from_secs(budgets.hang),
+        ctx.h.as_user.as_ref().map(|(_, uid)| (*uid, ctx.h.as_gid)),
     )?;
     let watcher = watch_cache(cache.clone(), shas.to_vec(), t0, stop.clone());
     let raced = race(ctx, jobs, t0, deadline);
