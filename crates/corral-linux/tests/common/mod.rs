@@ -200,6 +200,7 @@ pub struct Workspace {
 
 impl Workspace {
     pub fn new(tag: &str) -> Self {
+        sweep_dead_workspaces();
         let path = std::env::temp_dir().join(format!("corral-ws-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(path.join("src")).unwrap();
@@ -212,6 +213,31 @@ impl Workspace {
         own_for_worker(&path);
         Self { path }
     }
+}
+
+/// Removes the workspaces of test binaries that were killed before their `Drop` ran
+/// (`corral-ws-<tag>-<pid>` whose pid no longer exists: a SIGKILLed egress test left one,
+/// 2026-12-07). Only names these fixtures make; a live pid's are left.
+fn sweep_dead_workspaces() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix("corral-ws-")
+                .and_then(|rest| rest.rsplit('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
 }
 
 /// In rootless mode with subordinate ids the lower layer cannot be idmapped, so a base
