@@ -78,6 +78,7 @@
 mod config;
 pub mod env;
 pub mod load;
+pub mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU64;
@@ -756,6 +757,9 @@ fn check_model_only(
         );
         return;
     };
+    if let Some(u) = &connection.upstream {
+        upstream::check_upstream(u, &format!("connections.connections.{name}.upstream"), f);
+    }
     let field = format!("connections.connections.{name}.destinations");
     let Some(trusted) = parse_destinations(&connection.destinations, &field, f) else {
         return;

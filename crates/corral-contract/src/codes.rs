@@ -74,6 +74,10 @@ reason_codes! {
     ModelConnectionUnexpected => "model_connection_unexpected",
     /// A `model_only` WorkUnit destination is not one of its trusted connection's.
     DestinationNotInConnection => "destination_not_in_connection",
+    /// A trusted connection's `upstream` (the credential broker's, ADR-0095): a base URL that
+    /// is not `https://host[:port][/plain/path]`, a method or path prefix outside the rules, a
+    /// credential source or header that is not well-formed, a budget out of range.
+    ModelUpstreamInvalid => "model_upstream_invalid",
     // AgentPreset.
     /// `executable` is not a normalized absolute path.
     ExecutableNotAbsolute => "executable_not_absolute",

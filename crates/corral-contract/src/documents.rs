@@ -375,4 +375,122 @@ pub struct Connection {
         schemars(with = "Vec<crate::Destination>", extend("uniqueItems" = true))
     )]
     pub destinations: Vec<String>,
+    /// Optional: the model upstream corral's credential broker serves (ADR-0095). With it the
+    /// worker gets a plain-HTTP model endpoint on its own loopback and a per-run placeholder
+    /// token; corral forwards each allowed call over TLS with the real credential, which the
+    /// worker never holds (model_upstream_invalid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<ModelUpstream>,
+}
+
+/// Where a connection's broker forwards model calls, and what it allows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ModelUpstream {
+    /// `https://host[:port][/base/path]`: TLS only; no userinfo, query or fragment; the host
+    /// as a destination's (one canonical spelling); the base path plain (no `%`, `\`, `//`,
+    /// `.` or `..` segment, no trailing `/`).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(regex(pattern = r"^https://[^/?#@]+(?:/[^?#]*)?$(?!\n)"))
+    )]
+    pub base_url: String,
+    /// Methods forwarded: 1-8 of `GET`, `POST`, `PUT`, `PATCH`, `DELETE`, each once.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            with = "Vec<crate::schema::UpstreamMethod>",
+            length(min = 1, max = 8),
+            extend("uniqueItems" = true)
+        )
+    )]
+    pub methods: Vec<String>,
+    /// Paths forwarded, below `base_url`: 1-64 plain absolute paths (`/chat/completions`);
+    /// a request's path must equal one or lie below it.
+    #[cfg_attr(
+        feature = "schema",
+        schemars(
+            with = "Vec<crate::schema::PlainUrlPath>",
+            length(min = 1, max = 64),
+            extend("uniqueItems" = true)
+        )
+    )]
+    pub path_prefixes: Vec<String>,
+    /// Where the real credential comes from: `{"file": "/abs/path"}` (a host file, read by
+    /// corral when the run starts), `{"env": "NAME"}` (a variable of corral's own
+    /// environment), or `"none"`. Never a WorkUnit field.
+    pub credential: CredentialSource,
+    /// The header the credential goes in (default `Authorization`): an HTTP token.
+    #[serde(default = "default_credential_header")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::HttpToken"))]
+    pub credential_header: String,
+    /// Written before the credential in that header, with one space (default `Bearer`;
+    /// `""`: the credential alone, as `x-api-key` takes it).
+    #[serde(default = "default_credential_scheme")]
+    #[cfg_attr(feature = "schema", schemars(with = "crate::schema::HttpToken"))]
+    pub credential_scheme: String,
+    /// A PEM file of the CA certificates to trust for this upstream, instead of the system's
+    /// bundle: a normalized absolute host path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<crate::schema::HostPath>"))]
+    pub ca_file: Option<String>,
+    /// The finite budgets of one run's model calls.
+    pub budgets: ModelBudgets,
+}
+
+fn default_credential_header() -> String {
+    "Authorization".into()
+}
+
+fn default_credential_scheme() -> String {
+    "Bearer".into()
+}
+
+/// Where a broker's real credential comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CredentialSource {
+    /// A host file holding the credential (a normalized absolute path), read when the run
+    /// starts; one trailing line end is dropped.
+    File(#[cfg_attr(feature = "schema", schemars(with = "crate::schema::HostPath"))] String),
+    /// A variable of corral's own environment.
+    Env(
+        #[cfg_attr(
+            feature = "schema",
+            schemars(regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]{0,255}$(?!\n)"))
+        )]
+        String,
+    ),
+    /// No credential: the placeholder header is removed and nothing is added.
+    None,
+}
+
+/// The budgets of one run's model calls through the broker: all required, all positive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ModelBudgets {
+    /// Calls forwarded; call N+1 is refused (1-1,000,000).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 1_000_000)))]
+    pub calls: u64,
+    /// Bytes sent upstream, all calls together (1 KiB-16 GiB).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(range(min = 1024, max = 17_179_869_184_u64))
+    )]
+    pub request_bytes: u64,
+    /// Bytes received from upstream, all calls together (1 KiB-16 GiB).
+    #[cfg_attr(
+        feature = "schema",
+        schemars(range(min = 1024, max = 17_179_869_184_u64))
+    )]
+    pub response_bytes: u64,
+    /// One call's time in seconds (1-86,400).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 86_400)))]
+    pub call_seconds: u64,
+    /// All calls' time in seconds, from the run's start (1-604,800).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 604_800)))]
+    pub total_seconds: u64,
 }

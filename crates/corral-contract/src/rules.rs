@@ -125,3 +125,46 @@ pub const HIDDEN_HOST_TREES: &[&str] = &[
 
 /// Longest WorkUnit or AgentPreset `id`, in bytes (`id_invalid`).
 pub const MAX_ID_BYTES: usize = 200;
+
+/// Methods a model upstream's broker may forward (`model_upstream_invalid` otherwise).
+pub const MODEL_UPSTREAM_METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Headers a broker sets or drops itself, so a connection may not name one as its
+/// credential header (`model_upstream_invalid`; compared ignoring ASCII case).
+pub const MODEL_UPSTREAM_RESERVED_HEADERS: &[&str] = &[
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+    "host",
+    "expect",
+    "content-length",
+    "transfer-encoding",
+];
+
+/// A URL path every reader reads the same way: `/`, then printable ASCII without `%` (no
+/// encoded `/` or `.`), `\`, `//`, or a `.` or `..` segment; at most 2048 bytes. The broker
+/// forwards only such paths, and a connection's base path and prefixes are such paths.
+#[must_use]
+pub fn is_plain_url_path(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() <= 2048
+        && path
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'%' && b != b'\\' && b != b'?' && b != b'#')
+        && !path.contains("//")
+        && path.split('/').all(|s| s != "." && s != "..")
+}
+
+/// An HTTP token (RFC 9110 5.6.2): a header name or an auth scheme.
+#[must_use]
+pub fn is_http_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}

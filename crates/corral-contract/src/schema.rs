@@ -699,3 +699,38 @@ mod tests {
         assert_eq!(schema_id("nope"), None);
     }
 }
+
+string_def!(
+    /// A plain URL path: a model upstream's path prefix.
+    PlainUrlPath, _generator => {
+        json_schema!({
+            "type": "string",
+            "maxLength": 2048,
+            "pattern": anchored("(?!.*//)(?!.*/\\.{1,2}(?:/|$))/[\\u0021\\u0022\\u0024\\u0026-\\u003e\\u0040-\\u005b\\u005d-\\u007e]*"),
+            "description": "A plain absolute URL path: '/', then printable ASCII without %, \\, ?, # or '//', and no '.' or '..' segment (model_upstream_invalid)."
+        })
+    }
+);
+
+string_def!(
+    /// A method a model upstream's broker forwards.
+    UpstreamMethod, _generator => {
+        json_schema!({
+            "type": "string",
+            "enum": rules::MODEL_UPSTREAM_METHODS,
+            "description": "A method the broker forwards (model_upstream_invalid)."
+        })
+    }
+);
+
+string_def!(
+    /// An HTTP token: a credential header's name or scheme.
+    HttpToken, _generator => {
+        json_schema!({
+            "type": "string",
+            "maxLength": 64,
+            "pattern": anchored("[A-Za-z0-9!#$%&'*+.^_`|~-]*"),
+            "description": "An HTTP token (RFC 9110): letters, digits and !#$%&'*+-.^_`|~, at most 64 (model_upstream_invalid; a header name must not be empty or one the broker sets itself: admission only)."
+        })
+    }
+);

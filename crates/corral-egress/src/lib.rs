@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod addr;
+pub mod broker;
 pub mod http;
 
 use std::collections::BTreeMap;
