@@ -18,12 +18,19 @@ use corral_contract::{ReasonCode, Rejection};
 use crate::env::{container_engine_reference, forbidden_env_name};
 
 /// Checks the preset's fixed `env`; every problem is reported.
-pub(crate) fn check_env(preset: &AgentPreset, out: &mut Vec<Rejection>) {
+pub(crate) fn check_env(preset: &AgentPreset, broker: bool, out: &mut Vec<Rejection>) {
     for (name, value) in &preset.env {
         let field = Some(format!("preset.env.{name}"));
         if let Some((code, why)) = forbidden_env_name(name) {
-            out.push(Rejection::new(code, field, format!("{name}: {why}")));
-            continue;
+            // Agents read their key from a credential-named variable (OPENAI_API_KEY); with
+            // the broker that variable holds the run's placeholder, worthless outside the
+            // run, and nothing else (ADR-0095).
+            let placeholder_only =
+                broker && code == ReasonCode::EnvCredentialName && value == "{model_token}";
+            if !placeholder_only {
+                out.push(Rejection::new(code, field, format!("{name}: {why}")));
+                continue;
+            }
         }
         if preset.env_allowlist.iter().any(|a| a == name) {
             out.push(Rejection::new(
@@ -43,13 +50,8 @@ pub(crate) fn check_env(preset: &AgentPreset, out: &mut Vec<Rejection>) {
                 "is {} bytes, more than {MAX_PRESET_ENV_VALUE_BYTES}",
                 value.len()
             ))
-        } else if value.contains(RESERVED_PLACEHOLDER_PREFIX) {
-            Some(format!(
-                "holds {RESERVED_PLACEHOLDER_PREFIX:?}, reserved for placeholders corral fills \
-                 in (none is defined yet)"
-            ))
         } else {
-            None
+            placeholder_problem(value, broker)
         };
         if let Some(why) = why {
             out.push(Rejection::new(
@@ -67,11 +69,39 @@ pub(crate) fn check_env(preset: &AgentPreset, out: &mut Vec<Rejection>) {
     }
 }
 
+/// The placeholders corral fills in where the credential broker serves the run (ADR-0095).
+pub const MODEL_PLACEHOLDERS: &[&str] = &["{model_base_url}", "{model_token}"];
+
+/// Why `text`'s `{model_...}` use is refused, if it is: an undefined placeholder, or any
+/// where no broker serves the run (the text would name nothing).
+fn placeholder_problem(text: &str, broker: bool) -> Option<String> {
+    if !text.contains(RESERVED_PLACEHOLDER_PREFIX) {
+        return None;
+    }
+    if !broker {
+        return Some(format!(
+            "holds {RESERVED_PLACEHOLDER_PREFIX:?}, reserved for placeholders corral fills in \
+             only for a model_only preset whose trusted connection names an upstream"
+        ));
+    }
+    let mut rest = text.to_owned();
+    for p in MODEL_PLACEHOLDERS {
+        rest = rest.replace(p, "");
+    }
+    rest.contains(RESERVED_PLACEHOLDER_PREFIX).then(|| {
+        format!(
+            "holds a {RESERVED_PLACEHOLDER_PREFIX}...}} placeholder corral does not define (only {})",
+            MODEL_PLACEHOLDERS.join(" and ")
+        )
+    })
+}
+
 /// Checks the preset's `home_files` and returns them as path -> text when all are sound.
 /// `disk_bytes`: the WorkUnit's, which they count against.
 pub(crate) fn check_home_files(
     preset: &AgentPreset,
     disk_bytes: Option<u64>,
+    broker: bool,
     out: &mut Vec<Rejection>,
 ) -> BTreeMap<String, String> {
     let before = out.len();
@@ -129,6 +159,9 @@ pub(crate) fn check_home_files(
                     format!("{at}.content"),
                     format!("{} bytes, more than {MAX_HOME_FILE_BYTES}", text.len()),
                 );
+            }
+            if let Some(why) = placeholder_problem(text, broker) {
+                add(format!("{at}.content"), format!("the text {why}"));
             }
             total = total.saturating_add(text.len());
             if files.insert(f.path.clone(), text.clone()).is_some() {

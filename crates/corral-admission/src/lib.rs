@@ -203,8 +203,16 @@ pub fn admit(
     };
     // Preset-owned configuration: fixed values (names never on the caller's allowlist, so
     // the two cannot collide) and files for the worker's HOME.
-    config::check_env(preset, &mut f.0);
-    let home_files = config::check_home_files(preset, work_unit.budget.disk_bytes, &mut f.0);
+    // `{model_base_url}` and `{model_token}` are defined only where the credential broker
+    // serves the run: a preset whose trusted connection names an upstream (ADR-0095).
+    let broker = preset
+        .model_connection
+        .as_deref()
+        .and_then(|n| connections?.connections.get(n))
+        .is_some_and(|c| c.upstream.is_some());
+    config::check_env(preset, broker, &mut f.0);
+    let home_files =
+        config::check_home_files(preset, work_unit.budget.disk_bytes, broker, &mut f.0);
     let env = env.map(|mut env| {
         env.extend(preset.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         env

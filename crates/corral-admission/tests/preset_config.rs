@@ -326,3 +326,69 @@ fn the_loader_refuses_what_is_not_a_plain_file_beside_the_preset() {
     // Control: the plain file beside it loads.
     assert!(load(&d.0, "a.toml").is_ok());
 }
+
+/// `{model_base_url}` and `{model_token}` (ADR-0095): accepted only for a model_only preset
+/// whose trusted connection names an upstream; any other `{model_...}` never.
+#[test]
+fn model_placeholders_only_where_the_broker_serves_the_run() {
+    let mut wu = work_unit(1 << 20);
+    wu["permissions"]["network"] = json!("allowlist");
+    wu["permissions"]["network_allowlist"] = json!(["127.0.0.2:11434"]);
+    let wu: WorkUnit = parse_document(wu.to_string().as_bytes()).unwrap();
+    let connections = |upstream: bool| -> corral_contract::TrustedConnections {
+        let mut c = json!({ "destinations": ["127.0.0.2:11434"] });
+        if upstream {
+            c["upstream"] = json!({
+                "base_url": "https://model.test/v1", "methods": ["POST"],
+                "path_prefixes": ["/chat/completions"], "credential": { "env": "MODEL_KEY" },
+                "budgets": { "calls": 10, "request_bytes": 1048576, "response_bytes": 1048576,
+                             "call_seconds": 60, "total_seconds": 600 }
+            });
+        }
+        serde_json::from_value(json!({
+            "schema_version": "corral.connections/v1", "connections": { "llm": c }
+        }))
+        .unwrap()
+    };
+    let model_preset = |env: Value, home: Value| -> AgentPreset {
+        let mut p = preset(env, home);
+        p["network_policy"] = json!("model_only");
+        p["model_connection"] = json!("llm");
+        serde_json::from_value(p).unwrap()
+    };
+    let none = BTreeMap::new();
+    let pr = model_preset(
+        json!({ "OPENAI_BASE_URL": "{model_base_url}/v1", "OPENAI_API_KEY": "{model_token}" }),
+        json!([{ "path": ".codex/config.toml", "content": "base_url = \"{model_base_url}\"\n" }]),
+    );
+    let admitted = admit(&wu, &pr, Some(&connections(true)), &none).unwrap();
+    assert_eq!(admitted.exec().env["OPENAI_API_KEY"], "{model_token}");
+    // The same preset against a connection without an upstream: nothing would fill them.
+    let Err(Rejected(list)) = admit(&wu, &pr, Some(&connections(false)), &none) else {
+        panic!("admitted without a broker");
+    };
+    for field in [
+        "preset.env.OPENAI_BASE_URL",
+        "preset.env.OPENAI_API_KEY",
+        "preset.home_files[0].content",
+    ] {
+        assert!(
+            list.iter().any(|r| r.path.as_deref() == Some(field)),
+            "{field}: {list:?}"
+        );
+    }
+    // An undefined placeholder, even with a broker; a credential name holding anything but
+    // the bare token.
+    let pr = model_preset(
+        json!({ "A": "{model_secret}", "OPENAI_API_KEY": "sk-{model_token}" }),
+        json!([]),
+    );
+    let Err(Rejected(list)) = admit(&wu, &pr, Some(&connections(true)), &none) else {
+        panic!("admitted an undefined placeholder");
+    };
+    assert!(list.iter().any(
+        |r| r.code == ReasonCode::EnvValueInvalid && r.path.as_deref() == Some("preset.env.A")
+    ));
+    assert!(list.iter().any(|r| r.code == ReasonCode::EnvCredentialName
+        && r.path.as_deref() == Some("preset.env.OPENAI_API_KEY")));
+}

@@ -273,6 +273,41 @@ pub struct ResultManifest {
     /// or refused with the reason, and the bytes relayed.
     #[serde(default)]
     pub network: Vec<EgressRecord>,
+    /// Every call the worker made to its model endpoint (a connection with an `upstream`:
+    /// corral's credential broker, ADR-0095), in the order they ended; never a header value
+    /// or a body.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model_calls: Vec<ModelCallRecord>,
+}
+
+/// One call to the credential broker (ADR-0095).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ModelCallRecord {
+    /// Milliseconds from the broker's start (before the worker's) to the call's head.
+    pub started_ms: u64,
+    /// The method as sent (escaped).
+    pub method: String,
+    /// The path as sent, without its query (escaped).
+    pub path: String,
+    /// The status the worker got: the upstream's, or the broker's own refusal; 0 when the
+    /// call was cut before a response head.
+    pub status: u16,
+    /// Sent upstream for this call, in bytes.
+    pub bytes_up: u64,
+    /// Received from upstream for this call, in bytes.
+    pub bytes_down: u64,
+    /// From the call's head to its end.
+    pub duration_ms: u64,
+    /// Why the broker refused or cut the call: a rule (`placeholder_mismatch`,
+    /// `path_not_allowed`, `method_not_allowed`, `upstream_tls`, ...) or a budget (`calls`,
+    /// `request_bytes`, `response_bytes`, `call_time`, `total_time`); absent when it ran to
+    /// its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_by: Option<String>,
+    /// Whether the call reached the upstream.
+    pub forwarded: bool,
 }
 
 /// The program the worker ran.

@@ -7,10 +7,10 @@
 /// The most bytes one value of a preset's `env` may hold.
 pub const MAX_PRESET_ENV_VALUE_BYTES: usize = 32 << 10;
 
-/// Values of a preset's `env` may not hold this: `{model_...}` is reserved for the
-/// placeholders corral will fill in (the model endpoint and its per-run token, ADR-057's
-/// broker), so a preset written today cannot change meaning when they arrive
-/// (`env_value_invalid`).
+/// Values of a preset's `env` and its HOME files may hold this only in the placeholders
+/// corral fills in, `{model_base_url}` and `{model_token}` (the credential broker's endpoint
+/// and the run's token, ADR-0095), and only where the broker serves the run
+/// (`env_value_invalid`, `home_file_invalid`).
 pub const RESERVED_PLACEHOLDER_PREFIX: &str = "{model_";
 
 /// The most files a preset may place in the worker's HOME.

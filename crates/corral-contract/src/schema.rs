@@ -508,8 +508,8 @@ string_def!(
             "type": "string",
             "maxLength": rules::MAX_PRESET_ENV_VALUE_BYTES,
             "pattern": anchored("[^\\u0000]*"),
-            "not": { "pattern": regex_escape(rules::RESERVED_PLACEHOLDER_PREFIX) },
-            "description": "A fixed, non-secret value: no NUL, at most 32 KiB (env_value_invalid; admission counts bytes), never holding `{model_`, reserved for placeholders corral fills in (env_value_invalid), never naming a container engine's socket or port (env_container_socket; admission only)."
+            "not": { "pattern": format!("{}(?!base_url\\}}|token\\}})", regex_escape(rules::RESERVED_PLACEHOLDER_PREFIX)) },
+            "description": "A fixed, non-secret value: no NUL, at most 32 KiB (env_value_invalid; admission counts bytes), never holding `{model_` but in the placeholders `{model_base_url}` and `{model_token}` corral fills in, which admission accepts only for a model_only preset whose trusted connection names an upstream (env_value_invalid), never naming a container engine's socket or port (env_container_socket; admission only)."
         })
     }
 );
@@ -522,11 +522,17 @@ impl JsonSchema for PresetEnv {
         "PresetEnv".into()
     }
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        let name = generator.subschema_for::<EnvName>();
+        let name = generator.subschema_for::<PresetEnvName>();
         let value = generator.subschema_for::<PresetEnvValue>();
         json_schema!({
             "type": "object",
             "propertyNames": name,
+            "patternProperties": {
+                credential_name_pattern(): {
+                    "description": "A credential name holds only the broker's placeholder token (env_credential_name).",
+                    "const": "{model_token}"
+                }
+            },
             "additionalProperties": value,
             "description": "Fixed environment values set by the preset, never by the caller; a name may not also be on env_allowlist (env_name_invalid; admission only)."
         })
@@ -621,37 +627,54 @@ string_def!(
 
 string_def!(
     /// A name of a preset's `env_allowlist`.
-    EnvName, _generator => {
-        let reserved = words_ignoring_case(rules::RESERVED_ENV_NAMES);
-        let loader = words_ignoring_case(rules::CODE_INJECTION_ENV_NAMES);
-        let loader_prefix = ascii_case_insensitive(rules::CODE_INJECTION_ENV_PREFIX);
-        let names = words_ignoring_case(rules::CREDENTIAL_ENV_NAMES);
-        let prefixes = words_ignoring_case(rules::CREDENTIAL_ENV_PREFIXES);
-        let suffixes = words_ignoring_case(rules::CREDENTIAL_ENV_SUFFIXES);
-        json_schema!({
-            "type": "string",
-            "maxLength": rules::MAX_ENV_NAME_BYTES,
-            "pattern": anchored("[A-Za-z_][A-Za-z0-9_]*"),
-            "description": "An environment variable name the caller may pass to the worker: [A-Za-z_][A-Za-z0-9_]*, at most 256 characters (env_name_invalid); and, ignoring ASCII case, not a name corral sets or a loader or shell start-up setting (env_name_invalid), nor a credential (env_credential_name).",
-            "not": {
-                "anyOf": [
-                    {
-                        "description": "corral sets it inside the sandbox (env_name_invalid).",
-                        "pattern": anchored(&reserved)
-                    },
-                    {
-                        "description": "changes how code is loaded before the worker runs (env_name_invalid).",
-                        "pattern": format!("^(?:(?:{loader})$(?!\\n)|{loader_prefix})")
-                    },
-                    {
-                        "description": "names a credential (env_credential_name).",
-                        "pattern": format!("^(?:(?:{names})$(?!\\n)|{prefixes}|[A-Za-z0-9_]*(?:{suffixes})$(?!\\n))")
-                    }
-                ]
-            }
-        })
-    }
+    EnvName, _generator => { env_name_schema(true) }
 );
+
+string_def!(
+    /// A name of a preset's fixed `env`: as [`EnvName`], but a credential name may hold the
+    /// broker's `{model_token}` ([`PresetEnv`]).
+    PresetEnvName, _generator => { env_name_schema(false) }
+);
+
+/// The credential names (`env_credential_name`), ignoring ASCII case.
+fn credential_name_pattern() -> String {
+    let names = words_ignoring_case(rules::CREDENTIAL_ENV_NAMES);
+    let prefixes = words_ignoring_case(rules::CREDENTIAL_ENV_PREFIXES);
+    let suffixes = words_ignoring_case(rules::CREDENTIAL_ENV_SUFFIXES);
+    format!("^(?:(?:{names})$(?!\\n)|{prefixes}|[A-Za-z0-9_]*(?:{suffixes})$(?!\\n))")
+}
+
+fn env_name_schema(refuse_credentials: bool) -> Schema {
+    let reserved = words_ignoring_case(rules::RESERVED_ENV_NAMES);
+    let loader = words_ignoring_case(rules::CODE_INJECTION_ENV_NAMES);
+    let loader_prefix = ascii_case_insensitive(rules::CODE_INJECTION_ENV_PREFIX);
+    let mut refused = vec![
+        json!({
+            "description": "corral sets it inside the sandbox (env_name_invalid).",
+            "pattern": anchored(&reserved)
+        }),
+        json!({
+            "description": "changes how code is loaded before the worker runs (env_name_invalid).",
+            "pattern": format!("^(?:(?:{loader})$(?!\\n)|{loader_prefix})")
+        }),
+    ];
+    let description = if refuse_credentials {
+        refused.push(json!({
+            "description": "names a credential (env_credential_name).",
+            "pattern": credential_name_pattern()
+        }));
+        "An environment variable name the caller may pass to the worker: [A-Za-z_][A-Za-z0-9_]*, at most 256 characters (env_name_invalid); and, ignoring ASCII case, not a name corral sets or a loader or shell start-up setting (env_name_invalid), nor a credential (env_credential_name)."
+    } else {
+        "A name of a preset's fixed env: [A-Za-z_][A-Za-z0-9_]*, at most 256 characters (env_name_invalid); and, ignoring ASCII case, not a name corral sets or a loader or shell start-up setting (env_name_invalid). A credential name may only hold {model_token} (env_credential_name)."
+    };
+    json_schema!({
+        "type": "string",
+        "maxLength": rules::MAX_ENV_NAME_BYTES,
+        "pattern": anchored("[A-Za-z_][A-Za-z0-9_]*"),
+        "description": description,
+        "not": { "anyOf": refused }
+    })
+}
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic, reason = "test code")]

@@ -52,6 +52,14 @@ impl Secret {
     }
 }
 
+impl Secret {
+    /// The credential's text, for the one header it goes in.
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(..)")
@@ -212,30 +220,8 @@ pub fn placeholder_token() -> Result<String, rustls::Error> {
     Ok(format!("corral-{hex}"))
 }
 
-/// One call as recorded: never a header value or a body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BrokerCall {
-    /// Milliseconds from the broker's start to the call's head.
-    pub started_ms: u64,
-    /// The method as sent (escaped, at most 32 characters).
-    pub method: String,
-    /// The path as sent, without the query (escaped, at most 300 characters).
-    pub path: String,
-    /// The status the worker got: the upstream's, or the broker's own refusal; 0 when the
-    /// call was cut before a response head.
-    pub status: u16,
-    /// Bytes sent upstream for this call.
-    pub bytes_up: u64,
-    /// Bytes received from upstream for this call.
-    pub bytes_down: u64,
-    /// From the head to the call's end.
-    pub duration_ms: u64,
-    /// Why the broker refused the call or cut it: a rule (`placeholder_mismatch`,
-    /// `path_not_allowed`, `upstream_tls`, ...) or a budget (`calls`, `call_time`, ...).
-    pub stopped_by: Option<String>,
-    /// Whether the call reached the upstream.
-    pub forwarded: bool,
-}
+/// One call as recorded (the manifest's `model_calls` entry): never a header value or a body.
+pub use corral_contract::manifest::ModelCallRecord as BrokerCall;
 
 #[derive(Default)]
 struct Used {

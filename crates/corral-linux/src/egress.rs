@@ -83,12 +83,39 @@ pub(crate) fn in_netns<T: Send>(
 /// Creates the proxy's listening socket inside the network namespace of the process behind
 /// `init_pidfd` (and brings that namespace's `lo` up).
 pub(crate) fn listener_in_netns(init_pidfd: BorrowedFd<'_>) -> io::Result<TcpListener> {
+    listener_in_netns_at(init_pidfd, PROXY_PORT)
+}
+
+/// A listening socket at `127.0.0.1:port` inside the network namespace of the process
+/// behind `init_pidfd` (whose `lo` is brought up): the proxy's, or the model endpoint's
+/// ([`corral_sandbox::MODEL_ENDPOINT_PORT`]).
+pub(crate) fn listener_in_netns_at(
+    init_pidfd: BorrowedFd<'_>,
+    port: u16,
+) -> io::Result<TcpListener> {
     in_netns(init_pidfd, || {
         if crate::mount::loopback_up() != 0 {
             return Err(last_err());
         }
-        TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT)))
+        TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
     })
+}
+
+/// Ends a model session on every path out of the supervisor.
+pub(crate) struct ModelSessionGuard(pub Option<Box<dyn corral_sandbox::ModelSession>>);
+
+impl ModelSessionGuard {
+    pub fn finish(&mut self) -> Vec<corral_contract::manifest::ModelCallRecord> {
+        self.0.take().map(|s| s.finish()).unwrap_or_default()
+    }
+}
+
+impl Drop for ModelSessionGuard {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            let _ = s.finish();
+        }
+    }
 }
 
 /// The network namespace a socket belongs to, as an `nsfs` descriptor (`SIOCGSKNS`).

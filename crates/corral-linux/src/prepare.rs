@@ -15,7 +15,7 @@ use corral_contract::{
     Destination, ExecSpec, Limits, NetworkMode, PathPattern, SandboxCapabilities,
 };
 use corral_process::cloexec_pipe;
-use corral_sandbox::{AttestedRequest, EgressGateway, SandboxError};
+use corral_sandbox::{AttestedRequest, EgressGateway, ModelGateway, SandboxError};
 
 use crate::child::{LandlockPlan, LandlockRule, OverlayByPath, Plan, TreeMount, WorkerPlan};
 use crate::config::{PROC_MASKED, SANDBOX_HOME, SANDBOX_PATH, SANDBOX_TMP, no_idmap_message};
@@ -50,6 +50,8 @@ pub(crate) struct RunInput<'a> {
     pub allowlist: &'a [Destination],
     /// Serves the in-namespace proxy listener (required in allowlist mode).
     pub egress: Option<&'a dyn EgressGateway>,
+    /// Serves the in-namespace model endpoint (the credential broker), when there is one.
+    pub model: Option<&'a dyn ModelGateway>,
     pub writable: &'a [PathPattern],
     pub forbidden: &'a [PathPattern],
     pub limits: Limits,
@@ -66,6 +68,7 @@ impl<'a> RunInput<'a> {
             network_mode: r.policy().network_mode(),
             allowlist: r.policy().network_allowlist(),
             egress: r.egress(),
+            model: r.model(),
             writable: r.policy().writable_paths(),
             forbidden: r.policy().forbidden_paths(),
             limits: *r.limits(),
@@ -322,7 +325,11 @@ fn lay_out_skeleton(
         )?;
     }
     mk(sys::lchown(&base.join("home"), uid, gid), "home owner")?;
-    write_home_files(&base.join("home"), &input.exec.home_files, uid, gid)?;
+    let mut home_files = input.exec.home_files.clone();
+    for text in home_files.values_mut() {
+        *text = fill_placeholders(input, text, "a HOME file")?;
+    }
+    write_home_files(&base.join("home"), &home_files, uid, gid)?;
     // The worker's login shell: agents run `$SHELL -lc` or the passwd shell (codex does),
     // and their commands are bash more often than not. /bin is the host's, bound read-only.
     let shell = if Path::new("/bin/bash").is_file() {
@@ -617,11 +624,22 @@ fn worker_plan(
     (uid, gid): (u32, u32),
 ) -> Result<WorkerPlan, SandboxError> {
     let mut env = input.exec.env.clone();
+    for value in env.values_mut() {
+        *value = fill_placeholders(input, value, "the worker environment")?;
+    }
     env.insert("PATH".into(), SANDBOX_PATH.into());
     env.insert("HOME".into(), SANDBOX_HOME.into());
     env.insert("TMPDIR".into(), SANDBOX_TMP.into());
     if input.network_mode == NetworkMode::Allowlist {
         egress::set_proxy_env(&mut env);
+    }
+    if input.model.is_some() {
+        // The model endpoint is on the sandbox's own loopback: clients that honour the proxy
+        // variables (httpx, undici, curl) must reach it directly, not ask the proxy for it.
+        // Nothing is opened by this: a worker can always connect to loopback itself.
+        for k in egress::NO_PROXY_VARS {
+            env.insert((*k).to_owned(), "127.0.0.1,localhost".to_owned());
+        }
     }
     let envp: Vec<CString> = env
         .iter()
@@ -892,6 +910,35 @@ pub(crate) fn write_home_files(
     Ok(())
 }
 
+/// `text` with the model gateway's placeholders filled in (`{model_base_url}`,
+/// `{model_token}`, ADR-0095). Without a gateway, or with a `{model_` left over, the run is
+/// refused: a worker must never start with a setting that silently names nothing.
+pub(crate) fn fill_placeholders(
+    input: &RunInput<'_>,
+    text: &str,
+    what: &str,
+) -> Result<String, SandboxError> {
+    const PREFIX: &str = corral_contract::rules::RESERVED_PLACEHOLDER_PREFIX;
+    if !text.contains(PREFIX) {
+        return Ok(text.to_owned());
+    }
+    let Some(model) = input.model else {
+        return Err(SandboxError::Unsupported(format!(
+            "{what} holds a {PREFIX}...}} placeholder but the run has no model gateway (the credential broker); refusing (fail closed)"
+        )));
+    };
+    let mut out = text.to_owned();
+    for (name, value) in model.placeholders() {
+        out = out.replace(&name, &value);
+    }
+    if out.contains(PREFIX) {
+        return Err(SandboxError::Unsupported(format!(
+            "{what} holds a {PREFIX}...}} placeholder the model gateway does not define; refusing"
+        )));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -962,3 +1009,4 @@ mod tests {
         assert!(landlock_plan(0, &whole).is_none());
     }
 }
+

@@ -753,6 +753,7 @@ fn probe_sandbox(
         },
         allowlist: &[],
         egress,
+        model: None,
         writable: &[],
         forbidden: &[],
         limits,

@@ -105,6 +105,19 @@ pub(crate) fn run(
                 .map_err(|e| setup_err("egress gateway", e))?,
         );
     }
+    // The credential broker's endpoint (ADR-0095), in either network mode: the worker's
+    // model calls go there and nowhere else.
+    let mut model_session = egress::ModelSessionGuard(None);
+    if let Some(gw) = input.model {
+        let listener =
+            egress::listener_in_netns_at(init.pidfd(), corral_sandbox::MODEL_ENDPOINT_PORT)
+                .map_err(|e| setup_err("model endpoint listener", e))?;
+        let wall = Duration::from_secs(limits.wall_seconds.get()).saturating_sub(start.elapsed());
+        model_session.0 = Some(
+            gw.serve(listener, wall)
+                .map_err(|e| setup_err("model gateway", e))?,
+        );
+    }
     sys::write_all(sync_tx.as_fd(), b"g").map_err(|e| setup_err("sync", e))?;
     drop(sync_tx);
 
@@ -147,6 +160,7 @@ pub(crate) fn run(
     let wall = start.elapsed();
     // The sandbox is gone: nothing can use the proxy any more.
     let egress_records = session.finish();
+    let model_calls = model_session.finish();
     let worker_status = teardown::worker_status(status_rx.as_fd());
     let setup_failure = teardown::setup_failure(err_rx.as_fd());
     let cpu_usec = cg.cpu_usage_usec().unwrap_or(0);
@@ -172,6 +186,13 @@ pub(crate) fn run(
     )];
     if oom_kills > 0 {
         notes.push(format!("kernel OOM kills in the run's cgroup: {oom_kills}"));
+    }
+    if input.model.is_some() {
+        notes.push(format!(
+            "model endpoint {} inside the sandbox's network namespace, served by corral's credential broker: {} call(s)",
+            corral_sandbox::model_endpoint_url(),
+            model_calls.len()
+        ));
     }
     if gateway.is_some() {
         notes.push(format!(
@@ -213,6 +234,7 @@ pub(crate) fn run(
         ),
         notes,
         egress: egress_records,
+        model_calls,
     })
 }
 
@@ -266,6 +288,7 @@ mod tests {
             network_mode: NetworkMode::None,
             allowlist: &[],
             egress: None,
+            model: None,
             writable: &[],
             forbidden: &[],
             limits: Limits {

@@ -615,6 +615,7 @@ fn allowlist_is_refused_when_the_probe_did_not_observe_the_wiring() {
         &corral_sandbox::CancelToken::new().unwrap(),
         &corral_sandbox::ExecuteOptions {
             egress: Some(&gateway),
+            model: None,
             executable: None,
         },
     )

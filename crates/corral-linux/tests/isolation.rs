@@ -597,6 +597,7 @@ fn an_executable_replaced_after_hashing_is_refused() {
         &corral_sandbox::CancelToken::new().unwrap(),
         &corral_sandbox::ExecuteOptions {
             egress: None,
+            model: None,
             executable: Some(&opened),
         },
     )

@@ -22,7 +22,8 @@ use corral_contract::codes::{ReasonCode, Rejection};
 use corral_contract::documents::RESULT_MANIFEST_SCHEMA;
 use corral_contract::manifest::{
     Authority, CandidateReference, DocumentRef, EgressRecord, ExecutableRecord, ExecutionRecord,
-    LogRef, Logs, Outcome, RepositoryRef, ResultManifest, SandboxRecord, Termination,
+    LogRef, Logs, ModelCallRecord, Outcome, RepositoryRef, ResultManifest, SandboxRecord,
+    Termination,
 };
 
 pub use store::{ArtifactStore, LocalArtifactBundleReader, ReadError, StoreError};
@@ -66,6 +67,8 @@ pub struct RunRecord<'a> {
     pub extra_rejections: Vec<Rejection>,
     /// What the worker's egress proxy allowed and refused (allowlist runs).
     pub egress: Vec<EgressRecord>,
+    /// The worker's calls to its model endpoint (the credential broker's runs).
+    pub model_calls: Vec<ModelCallRecord>,
 }
 
 /// The contract's outcome rule.
@@ -170,6 +173,7 @@ pub fn build_manifest(
         executable: record.executable.clone(),
         ignored_paths,
         network: record.egress.clone(),
+        model_calls: record.model_calls.clone(),
     })
 }
 

@@ -177,6 +177,7 @@ fn record<'a>(
         capture,
         extra_rejections: Vec::new(),
         egress: Vec::new(),
+        model_calls: Vec::new(),
     }
 }
 

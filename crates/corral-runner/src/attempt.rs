@@ -231,6 +231,7 @@ pub fn run_attempt(
             capture: None,
             extra_rejections: rejections,
             egress: Vec::new(),
+            model_calls: Vec::new(),
         };
         let manifest = normalize_and_store(&record, &store).map_err(|e| {
             RunError::Store(format!("storing the run's artifacts and manifest: {e}"))
@@ -307,8 +308,18 @@ pub fn run_attempt(
 
     // Allowlist runs reach the network only through corral's egress proxy.
     let gateway = crate::egress::ProxyGateway;
+    // A preset whose connection names an upstream gets the credential broker (ADR-0095).
+    let broker = match model_upstream(inputs) {
+        Some((name, u)) => {
+            Some(crate::broker::BrokerGateway::for_run(name, u).map_err(RunError::BadInput)?)
+        }
+        None => None,
+    };
     let options = ExecuteOptions {
         egress: Some(&gateway),
+        model: broker
+            .as_ref()
+            .map(|b| b as &dyn corral_sandbox::ModelGateway),
         executable: Some(&exe.file),
     };
     tracing::info!(
@@ -465,6 +476,7 @@ fn finish(
         capture: capture.as_ref(),
         extra_rejections: extra,
         egress: outcome.egress.clone(),
+        model_calls: outcome.model_calls.clone(),
     };
     let manifest = normalize_and_store(&record, store)
         .map_err(|e| RunError::Store(format!("storing the run's artifacts and manifest: {e}")))?;
@@ -487,4 +499,13 @@ fn finish(
         patch,
         base_reused,
     })
+}
+
+/// The trusted connection's upstream of a preset that names one (a `model_only` preset).
+fn model_upstream<'a>(
+    inputs: &RunInputs<'a>,
+) -> Option<(&'a str, &'a corral_contract::documents::ModelUpstream)> {
+    let name = inputs.preset.model_connection.as_deref()?;
+    let connection = inputs.connections?.connections.get(name)?;
+    Some((name, connection.upstream.as_ref()?))
 }

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attempt;
+pub mod broker;
 pub mod egress;
 pub mod executable;
 

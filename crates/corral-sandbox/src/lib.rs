@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use corral_admission::AdmittedRun;
-pub use corral_contract::manifest::EgressRecord;
 use corral_contract::manifest::Termination;
+pub use corral_contract::manifest::{EgressRecord, ModelCallRecord};
 use corral_contract::{
     Capability, Destination, ExecSpec, Limits, SandboxCapabilities, SandboxPolicy,
 };
@@ -111,12 +111,45 @@ pub trait EgressSession: Send {
     fn finish(self: Box<Self>) -> Vec<EgressRecord>;
 }
 
+/// The worker's model endpoint (ADR-0095): corral's credential broker, outside the
+/// sandbox's authority, serving a listening socket the backend created inside the sandbox's
+/// network namespace at `127.0.0.1:`[`MODEL_ENDPOINT_PORT`]. The worker reaches it in either
+/// network mode; it reaches nothing else through it.
+pub trait ModelGateway: Send + Sync {
+    /// Starts serving `listener` for at most `wall`.
+    fn serve(&self, listener: TcpListener, wall: Duration) -> io::Result<Box<dyn ModelSession>>;
+
+    /// The text the backend puts in place of each placeholder of the worker's environment
+    /// values and HOME files: `({model_base_url}, http://127.0.0.1:PORT)`,
+    /// `({model_token}, <the run's token>)`.
+    fn placeholders(&self) -> Vec<(String, String)>;
+}
+
+/// One attempt's broker session, ended by the backend after the sandbox is gone.
+pub trait ModelSession: Send {
+    /// Stops serving, cuts every call in flight, and returns the calls.
+    fn finish(self: Box<Self>) -> Vec<ModelCallRecord>;
+}
+
+/// The model endpoint's port on the sandbox's loopback (`127.0.0.1`).
+pub const MODEL_ENDPOINT_PORT: u16 = 3129;
+
+/// `http://127.0.0.1:3129`: what `{model_base_url}` becomes.
+#[must_use]
+pub fn model_endpoint_url() -> String {
+    format!("http://127.0.0.1:{MODEL_ENDPOINT_PORT}")
+}
+
 /// Optional parts of a run (all off by default).
 #[derive(Default, Clone, Copy)]
 pub struct ExecuteOptions<'a> {
     /// The egress proxy for `allowlist` policies. Without it, a backend refuses an
     /// `allowlist` policy (fail closed).
     pub egress: Option<&'a dyn EgressGateway>,
+    /// The credential broker, for a preset whose connection names an `upstream`. Without
+    /// it, a worker environment or HOME file holding a `{model_` placeholder is refused
+    /// (fail closed).
+    pub model: Option<&'a dyn ModelGateway>,
     /// The preset's executable as the caller opened it (symbolic links followed) and hashed
     /// it. A backend runs exactly this file, so the bytes that run are the bytes recorded
     /// and checked against the preset's pin, whatever happens to the path meanwhile.
@@ -128,6 +161,7 @@ impl fmt::Debug for ExecuteOptions<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ExecuteOptions")
             .field("egress", &self.egress.map(|_| "EgressGateway"))
+            .field("model", &self.model.map(|_| "ModelGateway"))
             .field("executable", &self.executable)
             .finish()
     }
@@ -191,6 +225,7 @@ pub struct AttestedRequest<'a> {
     workspace: &'a Path,
     capabilities: SandboxCapabilities,
     egress: Option<&'a dyn EgressGateway>,
+    model: Option<&'a dyn ModelGateway>,
     executable: Option<&'a std::fs::File>,
 }
 
@@ -201,12 +236,18 @@ impl fmt::Debug for AttestedRequest<'_> {
             .field("workspace", &self.workspace)
             .field("capabilities", &self.capabilities)
             .field("egress", &self.egress.map(|_| "EgressGateway"))
+            .field("model", &self.model.map(|_| "ModelGateway"))
             .field("executable", &self.executable)
             .finish()
     }
 }
 
 impl AttestedRequest<'_> {
+    /// The credential broker, when the caller supplied one.
+    #[must_use]
+    pub fn model(&self) -> Option<&dyn ModelGateway> {
+        self.model
+    }
     /// The executable as the caller opened and hashed it ([`ExecuteOptions::executable`]).
     #[must_use]
     pub fn executable(&self) -> Option<&std::fs::File> {
@@ -406,6 +447,8 @@ pub struct SandboxOutcome {
     pub notes: Vec<String>,
     /// What the worker asked the egress proxy for (allowlist mode; empty otherwise).
     pub egress: Vec<EgressRecord>,
+    /// The worker's calls to its model endpoint (with a [`ModelGateway`]; empty otherwise).
+    pub model_calls: Vec<ModelCallRecord>,
 }
 
 /// A platform backend that runs one worker under all nine capabilities.
@@ -462,6 +505,7 @@ pub fn execute_admitted_with(
         workspace,
         capabilities,
         egress: options.egress,
+        model: options.model,
         executable: options.executable,
     };
     executor.execute(&request, cancel)

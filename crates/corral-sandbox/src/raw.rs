@@ -61,6 +61,7 @@ impl LocalSandboxExecutor for RawProcessExecutor {
             workspace: None,
             notes: vec![NOT_A_SANDBOX.to_owned()],
             egress: Vec::new(),
+            model_calls: Vec::new(),
         })
     }
 }

@@ -170,6 +170,7 @@ impl Case {
         let cancel = CancelToken::new().unwrap();
         let options = ExecuteOptions {
             egress: Some(gateway),
+            model: None,
             executable: None,
         };
         execute_admitted_with(executor(), &run, ws, &cancel, &options)
@@ -181,6 +182,7 @@ impl Case {
         let cancel = CancelToken::new().unwrap();
         let options = ExecuteOptions {
             egress: None,
+            model: None,
             executable: Some(executable),
         };
         execute_admitted_with(executor(), &run, ws, &cancel, &options)
