@@ -87,4 +87,24 @@ fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install --quiet --locked cargo-fuzz
 fi
+# Real agents from the registries, for corral-cli's tests/real_agents.rs (issue 14): every
+# package pinned (tests/agents/*.txt), installed once into a folder named by the pin file's
+# digest (a changed pin installs afresh), under /opt: the sandbox never shows a home
+# directory. Built from the system's Python, which the sandbox shows under /usr.
+agents=/opt/corral-agents
+if ! /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+fi
+pin=tests/agents/mini-swe-agent.txt
+mswea="$agents/mini-swe-agent-$(sha256sum "$pin" | cut -c1-16)"
+# A venv's scripts name its folder, so it is built where it stays; `.complete` marks an
+# install that finished.
+if [ ! -f "$mswea/.complete" ]; then
+  rm -rf "$mswea"
+  mkdir -p "$agents"
+  /usr/bin/python3 -m venv "$mswea"
+  "$mswea/bin/pip" install --quiet --no-deps --disable-pip-version-check -r "$pin"
+  touch "$mswea/.complete"
+fi
+
 echo "setup: ready"

@@ -10,8 +10,7 @@
     reason = "test code"
 )]
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
@@ -23,84 +22,12 @@ use common::{fixture, git, run_command, work_unit};
 const CANARY: &str = "sk-canary-7e3b9d0c41a2f5";
 const FIXED: &str = "def add(a, b):\n    return a + b\n";
 
-/// A TLS model upstream: answers every chat completion with the fixed file; keeps each
-/// request's head.
+/// A TLS model upstream: answers every chat completion with the fixed file.
 fn upstream() -> (u16, String, Arc<Mutex<Vec<String>>>) {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-    let key = KeyPair::generate().unwrap();
-    let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca)
-        .unwrap();
-    let config = Arc::new(
-        rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::aws_lc_rs::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap(),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s2 = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let (config, seen) = (Arc::clone(&config), Arc::clone(&s2));
-            std::thread::spawn(move || {
-                let conn = rustls::ServerConnection::new(config).unwrap();
-                let mut tls = rustls::StreamOwned::new(conn, stream);
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let end = loop {
-                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                        break i + 4;
-                    }
-                    match tls.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                };
-                let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse().unwrap())
-                    })
-                    .unwrap_or(0);
-                while buf.len() < end + len {
-                    match tls.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                seen.lock().unwrap().push(head);
-                let body = json!({ "choices": [ { "message": { "role": "assistant", "content": FIXED } } ] })
-                    .to_string();
-                let _ = tls.write_all(
-                    format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .as_bytes(),
-                );
-                let _ = tls.flush();
-                tls.conn.send_close_notify();
-                let _ = tls.flush();
-            });
-        }
-    });
-    (port, ca.pem(), seen)
+    common::tls::upstream(|_, _| {
+        json!({ "choices": [ { "message": { "role": "assistant", "content": FIXED } } ] })
+            .to_string()
+    })
 }
 
 fn all_bytes_under(dir: &std::path::Path, out: &mut Vec<u8>) {
@@ -265,6 +192,23 @@ fn an_agent_reaches_its_model_through_the_broker_and_never_holds_the_key() {
         "the worker read the key file"
     );
     assert!(stored.contains("STATUSES [200, 200, 403]"));
+    // The placeholder sent through the proxy to an allowlisted destination: refused and
+    // recorded; control: the same request without it is let through (nothing listens there).
+    assert!(
+        stored.contains("ELSEWHERE 403 placeholder_elsewhere"),
+        "no refusal seen"
+    );
+    assert!(
+        stored.contains("CONTROL 502 connect_failed"),
+        "control not forwarded"
+    );
+    let network = m["network"].as_array().unwrap();
+    assert!(
+        network
+            .iter()
+            .any(|r| r["reason"] == "placeholder_elsewhere" && r["destination"] == "127.0.0.2:9"),
+        "{network:?}"
+    );
     assert!(
         stored.contains("\"code\": \"calls\""),
         "the refusal the agent saw"

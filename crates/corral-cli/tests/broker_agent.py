@@ -41,6 +41,21 @@ for _ in range(2):
     statuses.append(status)
 refusal = answer.get("error", {})
 print("STATUSES " + json.dumps(statuses))
+
+
+def via_proxy(token):
+    # Through the egress proxy (HTTP_PROXY) to the run's one allowlisted destination.
+    headers = {"Authorization": "Bearer " + token} if token else {}
+    req = urllib.request.Request("http://127.0.0.2:9/upload", data=b"x", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return "%d %s" % (r.status, r.headers.get("X-Corral-Egress"))
+    except urllib.error.HTTPError as e:
+        return "%d %s" % (e.code, e.headers.get("X-Corral-Egress"))
+
+
+print("ELSEWHERE " + via_proxy(key))
+print("CONTROL " + via_proxy(""))
 print("REFUSAL " + json.dumps(refusal))
 
 # Everything the worker can read that could carry the key.

@@ -278,6 +278,14 @@ pub struct ResultManifest {
     /// or a body.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model_calls: Vec<ModelCallRecord>,
+    /// Calls past the broker's record limit (4096 per run: a worker retrying after its
+    /// budget is spent cannot grow the manifest without bound), counted only; absent when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_calls_unrecorded: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One call to the credential broker (ADR-0095).

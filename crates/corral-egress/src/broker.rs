@@ -239,9 +239,16 @@ struct Shared {
     active: AtomicUsize,
     used: Mutex<Used>,
     calls: Mutex<Vec<BrokerCall>>,
+    /// Calls past [`MAX_RECORDS`]: counted, not recorded one by one.
+    unrecorded: AtomicU64,
     live: Mutex<std::collections::BTreeMap<u64, Vec<TcpStream>>>,
     next_id: AtomicU64,
 }
+
+/// The most calls recorded one by one: a worker that keeps calling after its budget is spent
+/// (clients retry) cannot grow the supervisor's memory or the manifest without bound; later
+/// calls are refused all the same and counted.
+pub const MAX_RECORDS: usize = 4096;
 
 /// A running broker. Dropping it without `shutdown` also stops it.
 pub struct BrokerHandle {
@@ -273,6 +280,7 @@ pub fn start(
         active: AtomicUsize::new(0),
         used: Mutex::new(Used::default()),
         calls: Mutex::new(Vec::new()),
+        unrecorded: AtomicU64::new(0),
         live: Mutex::new(std::collections::BTreeMap::new()),
         next_id: AtomicU64::new(0),
     });
@@ -305,10 +313,22 @@ impl BrokerHandle {
             .unwrap_or_default()
     }
 
+    /// Calls past [`MAX_RECORDS`], counted but not recorded one by one.
+    #[must_use]
+    pub fn unrecorded(&self) -> u64 {
+        self.shared.unrecorded.load(Ordering::Relaxed)
+    }
+
     /// Stops accepting, cuts every call in flight, and returns the record.
     pub fn shutdown(mut self) -> Vec<BrokerCall> {
         self.stop();
         self.calls()
+    }
+
+    /// [`BrokerHandle::shutdown`], with the count of calls past [`MAX_RECORDS`].
+    pub fn shutdown_counted(mut self) -> (Vec<BrokerCall>, u64) {
+        self.stop();
+        (self.calls(), self.unrecorded())
     }
 
     fn stop(&mut self) {
@@ -516,7 +536,11 @@ fn handle(mut client: TcpStream, shared: &Arc<Shared>) {
     let _ = client.shutdown(Shutdown::Both);
     call.duration_ms = millis(begun.elapsed());
     if let Ok(mut c) = shared.calls.lock() {
-        c.push(call);
+        if c.len() < MAX_RECORDS {
+            c.push(call);
+        } else {
+            shared.unrecorded.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 

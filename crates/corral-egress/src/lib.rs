@@ -132,6 +132,9 @@ impl Recorder {
 
 struct Shared {
     allowlist: Vec<Destination>,
+    /// Texts no request may carry (the credential broker's per-run placeholder, ADR-0095):
+    /// a request whose target or a header holds one is refused, whatever its destination.
+    refused_tokens: Vec<String>,
     resolver: Box<dyn Resolve>,
     limits: ProxyLimits,
     stop: AtomicBool,
@@ -162,8 +165,26 @@ pub fn start(
     resolver: Box<dyn Resolve>,
     limits: ProxyLimits,
 ) -> io::Result<ProxyHandle> {
+    start_refusing(listener, allowlist, resolver, limits, Vec::new())
+}
+
+/// [`start`], refusing (403 `placeholder_elsewhere`, recorded) every request whose target or
+/// a header holds one of `refused_tokens`: the credential broker's placeholder belongs to the
+/// model endpoint only, and a worker sending it anywhere else is recorded doing so.
+pub fn start_refusing(
+    listener: TcpListener,
+    allowlist: Vec<Destination>,
+    resolver: Box<dyn Resolve>,
+    limits: ProxyLimits,
+    refused_tokens: Vec<String>,
+) -> io::Result<ProxyHandle> {
     listener.set_nonblocking(false)?;
+    let refused_tokens = refused_tokens
+        .into_iter()
+        .filter(|t| !t.is_empty())
+        .collect();
     let shared = Arc::new(Shared {
+        refused_tokens,
         allowlist,
         resolver,
         limits,
@@ -354,6 +375,30 @@ fn handle(mut client: TcpStream, shared: &Arc<Shared>) {
             "the run's wall budget is spent",
         );
         record(shared, "-".into(), Some("deadline_passed".into()), 0, 0);
+        return;
+    }
+    if shared.refused_tokens.iter().any(|t| {
+        head.target.contains(t.as_str()) || head.headers.iter().any(|(_, v)| v.contains(t.as_str()))
+    }) {
+        let _ = respond(
+            &mut client,
+            403,
+            "placeholder_elsewhere",
+            "the model token belongs to the model endpoint only",
+        );
+        let dest = head
+            .target
+            .strip_prefix("http://")
+            .map_or(head.target.as_str(), |r| {
+                r.split(['/', '?', '#']).next().unwrap_or(r)
+            });
+        record(
+            shared,
+            escape(dest),
+            Some("placeholder_elsewhere".into()),
+            0,
+            0,
+        );
         return;
     }
     let outcome = if head.method == "CONNECT" {

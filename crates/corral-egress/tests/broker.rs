@@ -600,3 +600,21 @@ fn connections_past_the_limit_are_answered_503() {
     drop(held);
     b.shutdown();
 }
+
+/// A worker that keeps calling (clients retry) cannot grow the record without bound: past
+/// `MAX_RECORDS` calls are counted, not recorded one by one, and still refused.
+#[test]
+fn the_record_is_bounded_and_later_calls_are_counted() {
+    let p = pki(&["127.0.0.1"]);
+    let up = upstream(&p, Script::Json);
+    let (b, port) = start_broker(&p.ca_pem, up.port, budgets());
+    let extra = 25;
+    for _ in 0..broker::MAX_RECORDS + extra {
+        let r = call(port, &post("/chat/completions", "corral-guess", "{}"));
+        assert_eq!(status(&r), 401);
+    }
+    let (calls, unrecorded) = b.shutdown_counted();
+    assert_eq!(calls.len(), broker::MAX_RECORDS);
+    assert_eq!(unrecorded, extra as u64);
+    assert!(up.seen.lock().unwrap().is_empty());
+}

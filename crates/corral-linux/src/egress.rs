@@ -105,7 +105,7 @@ pub(crate) fn listener_in_netns_at(
 pub(crate) struct ModelSessionGuard(pub Option<Box<dyn corral_sandbox::ModelSession>>);
 
 impl ModelSessionGuard {
-    pub fn finish(&mut self) -> Vec<corral_contract::manifest::ModelCallRecord> {
+    pub fn finish(&mut self) -> corral_sandbox::ModelCalls {
         self.0.take().map(|s| s.finish()).unwrap_or_default()
     }
 }

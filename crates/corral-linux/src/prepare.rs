@@ -1009,4 +1009,3 @@ mod tests {
         assert!(landlock_plan(0, &whole).is_none());
     }
 }
-

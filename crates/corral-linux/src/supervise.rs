@@ -191,7 +191,7 @@ pub(crate) fn run(
         notes.push(format!(
             "model endpoint {} inside the sandbox's network namespace, served by corral's credential broker: {} call(s)",
             corral_sandbox::model_endpoint_url(),
-            model_calls.len()
+            model_calls.calls.len() as u64 + model_calls.unrecorded
         ));
     }
     if gateway.is_some() {

@@ -69,6 +69,8 @@ pub struct RunRecord<'a> {
     pub egress: Vec<EgressRecord>,
     /// The worker's calls to its model endpoint (the credential broker's runs).
     pub model_calls: Vec<ModelCallRecord>,
+    /// Calls past the broker's record limit, counted only.
+    pub model_calls_unrecorded: u64,
 }
 
 /// The contract's outcome rule.
@@ -174,6 +176,7 @@ pub fn build_manifest(
         ignored_paths,
         network: record.egress.clone(),
         model_calls: record.model_calls.clone(),
+        model_calls_unrecorded: record.model_calls_unrecorded,
     })
 }
 

@@ -178,6 +178,7 @@ fn record<'a>(
         extra_rejections: Vec::new(),
         egress: Vec::new(),
         model_calls: Vec::new(),
+        model_calls_unrecorded: 0,
     }
 }
 

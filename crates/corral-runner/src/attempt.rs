@@ -232,6 +232,7 @@ pub fn run_attempt(
             extra_rejections: rejections,
             egress: Vec::new(),
             model_calls: Vec::new(),
+            model_calls_unrecorded: 0,
         };
         let manifest = normalize_and_store(&record, &store).map_err(|e| {
             RunError::Store(format!("storing the run's artifacts and manifest: {e}"))
@@ -306,14 +307,17 @@ pub fn run_attempt(
             BaseError::Internal(m) => RunError::Internal(m),
         })?;
 
-    // Allowlist runs reach the network only through corral's egress proxy.
-    let gateway = crate::egress::ProxyGateway;
     // A preset whose connection names an upstream gets the credential broker (ADR-0095).
     let broker = match model_upstream(inputs) {
         Some((name, u)) => {
             Some(crate::broker::BrokerGateway::for_run(name, u).map_err(RunError::BadInput)?)
         }
         None => None,
+    };
+    // Allowlist runs reach the network only through corral's egress proxy, which refuses
+    // the broker's placeholder anywhere else.
+    let gateway = crate::egress::ProxyGateway {
+        refused_tokens: broker.iter().map(|b| b.token().to_owned()).collect(),
     };
     let options = ExecuteOptions {
         egress: Some(&gateway),
@@ -476,7 +480,8 @@ fn finish(
         capture: capture.as_ref(),
         extra_rejections: extra,
         egress: outcome.egress.clone(),
-        model_calls: outcome.model_calls.clone(),
+        model_calls: outcome.model_calls.calls.clone(),
+        model_calls_unrecorded: outcome.model_calls.unrecorded,
     };
     let manifest = normalize_and_store(&record, store)
         .map_err(|e| RunError::Store(format!("storing the run's artifacts and manifest: {e}")))?;

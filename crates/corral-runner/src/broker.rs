@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use corral_admission::upstream::parse_base_url;
 use corral_contract::documents::{CredentialSource, ModelUpstream};
-use corral_contract::manifest::ModelCallRecord;
 use corral_egress::SystemResolver;
 use corral_egress::broker::{self, BrokerBudgets, BrokerConfig, BrokerHandle, Secret, Upstream};
-use corral_sandbox::{ModelGateway, ModelSession, model_endpoint_url};
+use corral_sandbox::{ModelCalls, ModelGateway, ModelSession, model_endpoint_url};
 
 /// The largest credential file read (a key is tens of bytes; a token a few KiB).
 const MAX_CREDENTIAL_BYTES: u64 = 64 << 10;
@@ -128,11 +127,20 @@ impl BrokerGateway {
     }
 }
 
+impl BrokerGateway {
+    /// The run's placeholder token (what `{model_token}` becomes).
+    #[must_use]
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+}
+
 struct Session(BrokerHandle);
 
 impl ModelSession for Session {
-    fn finish(self: Box<Self>) -> Vec<ModelCallRecord> {
-        self.0.shutdown()
+    fn finish(self: Box<Self>) -> ModelCalls {
+        let (calls, unrecorded) = self.0.shutdown_counted();
+        ModelCalls { calls, unrecorded }
     }
 }
 

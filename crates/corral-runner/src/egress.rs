@@ -10,8 +10,11 @@ use corral_egress::{ProxyHandle, ProxyLimits, SystemResolver};
 use corral_sandbox::{EgressGateway, EgressRecord, EgressSession};
 
 /// Serves the sandbox's proxy listener with the admitted allowlist.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ProxyGateway;
+#[derive(Debug, Default, Clone)]
+pub struct ProxyGateway {
+    /// Texts no proxied request may carry: the credential broker's placeholder (ADR-0095).
+    pub refused_tokens: Vec<String>,
+}
 
 struct Session(ProxyHandle);
 
@@ -28,11 +31,12 @@ impl EgressGateway for ProxyGateway {
         allowlist: &[Destination],
         wall: Duration,
     ) -> io::Result<Box<dyn EgressSession>> {
-        let handle = corral_egress::start(
+        let handle = corral_egress::start_refusing(
             listener,
             allowlist.to_vec(),
             Box::new(SystemResolver),
             ProxyLimits::for_wall_budget(wall),
+            self.refused_tokens.clone(),
         )?;
         Ok(Box::new(Session(handle)))
     }

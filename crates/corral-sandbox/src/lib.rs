@@ -128,7 +128,16 @@ pub trait ModelGateway: Send + Sync {
 /// One attempt's broker session, ended by the backend after the sandbox is gone.
 pub trait ModelSession: Send {
     /// Stops serving, cuts every call in flight, and returns the calls.
-    fn finish(self: Box<Self>) -> Vec<ModelCallRecord>;
+    fn finish(self: Box<Self>) -> ModelCalls;
+}
+
+/// What a model session recorded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelCalls {
+    /// The calls, in the order they ended (at most the gateway's record limit).
+    pub calls: Vec<ModelCallRecord>,
+    /// Calls past that limit: refused or served all the same, counted only.
+    pub unrecorded: u64,
 }
 
 /// The model endpoint's port on the sandbox's loopback (`127.0.0.1`).
@@ -448,7 +457,7 @@ pub struct SandboxOutcome {
     /// What the worker asked the egress proxy for (allowlist mode; empty otherwise).
     pub egress: Vec<EgressRecord>,
     /// The worker's calls to its model endpoint (with a [`ModelGateway`]; empty otherwise).
-    pub model_calls: Vec<ModelCallRecord>,
+    pub model_calls: ModelCalls,
 }
 
 /// A platform backend that runs one worker under all nine capabilities.

@@ -61,7 +61,7 @@ impl LocalSandboxExecutor for RawProcessExecutor {
             workspace: None,
             notes: vec![NOT_A_SANDBOX.to_owned()],
             egress: Vec::new(),
-            model_calls: Vec::new(),
+            model_calls: crate::ModelCalls::default(),
         })
     }
 }

@@ -7,6 +7,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
+pub mod tls;
+
 pub struct Fixture {
     pub dir: PathBuf,
     pub repo: PathBuf,
