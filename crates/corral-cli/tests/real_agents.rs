@@ -145,8 +145,8 @@ fn run_mini(tag: &str, calls: u64, env: &[(&str, &str)]) -> MiniRun {
     wu["budget"]["max_processes"] = json!(256);
     wu["objective"] = json!("add() in src/calc.py subtracts; make it add");
     // The shipped preset, as shipped: only its install root is where setup.sh put it.
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/presets/mini-swe-agent.json");
+    let shipped =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/presets/mini-swe-agent.json");
     let text = std::fs::read_to_string(&shipped)
         .unwrap()
         .replace("/opt/mini-swe-agent", agent.to_str().unwrap());

@@ -123,6 +123,20 @@ pub fn cases() -> Vec<Case> {
             judge: net_13,
         },
         Case {
+            id: "NET-14",
+            title: "A refused name never reaches a resolver",
+            guarantee: "DNS is not an exfiltration channel",
+            script: Some(attack!("NET-14.py")),
+            judge: net_14,
+        },
+        Case {
+            id: "NET-15",
+            title: "Hostnames with hidden bytes",
+            guarantee: "allowlist matching is exact on the canonical name",
+            script: Some(attack!("NET-15.py")),
+            judge: net_15,
+        },
+        Case {
             id: "CRED-08",
             title: "The metadata service, reached directly (both modes)",
             guarantee: "no cloud credentials, and no metadata addresses",
@@ -1099,3 +1113,87 @@ fn cred_08(ctx: &mut Ctx) -> Result<Verdict> {
 // The lab daemon (fixture `lab/labd.py`).
 
 const LABD: &str = include_str!("../../../../tests/adversarial/lab/labd.py");
+
+// ---------------------------------------------------------------------------------------
+// NET-14
+
+fn net_14(ctx: &mut Ctx) -> Result<Verdict> {
+    let lab = Lab::start(ctx)?;
+    let hex: String = format!("CANARY-{}", ctx.n)
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let v = vars([]);
+    let mut j = Judge::new();
+    let mut spec = lab.spec("NET-14.py");
+    spec.net = allowlist(&[]);
+    let run = lab_run(ctx, &lab, &spec, &v)?;
+    escapes_inside(ctx, &run, &mut j);
+    proxy_ok(ctx, &lab, &run, &format!("n14-{}", ctx.n), &mut j);
+    let dns = lab.dns();
+    let leaked: Vec<Event> = dns
+        .iter()
+        .filter(|e| e.at.contains(&hex))
+        .cloned()
+        .collect();
+    breach_events(&mut j, &leaked, "the lab DNS saw a refused name");
+    // meta.test is listed for :80 only; its :8081 was asked for and must not be looked up.
+    let looked_up: Vec<Event> = dns
+        .iter()
+        .filter(|e| e.at.trim_end_matches('.') == "meta.test")
+        .cloned()
+        .collect();
+    breach_events(
+        &mut j,
+        &looked_up,
+        "the lab DNS saw a listed name asked for on a port it is not listed with",
+    );
+    breach_events(
+        &mut j,
+        &lab.carrying(&hex),
+        "a lab listener saw a refused name",
+    );
+    // The DNS log sees what the proxy does resolve: the listed name of the in-run control.
+    j.control(
+        dns.iter().any(|e| e.at == "allowed.test"),
+        "the lab DNS logged the proxy's lookup of the listed allowed.test (the in-run control)",
+    );
+    // Outside the sandbox the same lookups reach the lab resolver.
+    let _ctl = ctx.control(&lab.spec("NET-14.py"), &v, &lab.control(false))?;
+    j.control(
+        lab.dns().iter().any(|e| e.at.contains(&hex)),
+        "the lab DNS logged the control's lookup of a refused name, outside the sandbox",
+    );
+    lab.close();
+    Ok(j.verdict())
+}
+
+// ---------------------------------------------------------------------------------------
+// NET-15
+
+fn net_15(ctx: &mut Ctx) -> Result<Verdict> {
+    let lab = Lab::start(ctx)?;
+    let mut spec = lab.spec("NET-15.py");
+    spec.net = allowlist(&[]);
+    let v = vars([]);
+    let mut j = Judge::new();
+    let run = lab_run(ctx, &lab, &spec, &v)?;
+    escapes_inside(ctx, &run, &mut j);
+    let n = ctx.n.clone();
+    proxy_ok(ctx, &lab, &run, &format!("n15-{n}"), &mut j);
+    // Every hidden-byte spelling carries an `n15-<i>-<N>` marker; none may arrive anywhere.
+    for e in lab.carrying(&format!("-{n}")) {
+        j.breach(
+            !e.data.contains(&format!("/n15-{n}")),
+            format!("a hidden-byte spelling arrived: {}", e.show()),
+        );
+    }
+    breach_events(
+        &mut j,
+        &lab.tcp("198.18.0.11:8080"),
+        "denied.test's listener saw the sandbox",
+    );
+    lab.poke_control(&["198.18.0.11:8080"], &n, &mut j);
+    lab.close();
+    Ok(j.verdict())
+}
