@@ -12,8 +12,8 @@ use std::net::{TcpListener, UdpSocket};
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -261,6 +261,8 @@ pub struct RunSpec {
     pub preset_overrides: Vec<(String, Value)>,
     /// Overrides merged into the WorkUnit (dotted paths not supported: top-level keys only).
     pub work_unit_overrides: Vec<(String, Value)>,
+    /// A trusted connections document, passed with `--connections`.
+    pub connections: Option<Value>,
 }
 
 impl RunSpec {
@@ -286,6 +288,7 @@ impl RunSpec {
             kill_after: None,
             ready: None,
             preset_overrides: Vec::new(),
+            connections: None,
             work_unit_overrides: Vec::new(),
         }
     }
@@ -612,6 +615,29 @@ impl<'h> Ctx<'h> {
         Ok((tally, port))
     }
 
+    /// A TLS model upstream on `127.0.0.1` with a fresh test CA (NET-16): `answer(n)` is the
+    /// JSON body of the n-th request (from 1). Returns the port, the CA's PEM and each
+    /// request's head as it arrived.
+    pub fn tls_upstream(
+        &mut self,
+        answer: fn(usize) -> String,
+    ) -> Result<(u16, String, Arc<Mutex<Vec<String>>>)> {
+        let (listener, ca_pem, config) = super::tls::server()?;
+        let port = listener.local_addr()?.port();
+        listener.set_nonblocking(true)?;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s2, stop) = (Arc::clone(&seen), self.stop.clone());
+        self.threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((stream, _)) => super::tls::serve_one(stream, &config, &s2, answer),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }));
+        Ok((port, ca_pem, seen))
+    }
+
     /// A UDP socket on the host; counts datagrams.
     pub fn udp_listener(&mut self, addr: &str) -> Result<(Tally, u16)> {
         let s = UdpSocket::bind(addr).with_context(|| format!("bind udp {addr}"))?;
@@ -929,6 +955,12 @@ impl<'h> Ctx<'h> {
             "--artifacts".to_owned(),
             s(&artifacts),
         ];
+        if let Some(c) = &spec.connections {
+            let path = dir.join("connections.json");
+            std::fs::write(&path, serde_json::to_vec_pretty(c)?)?;
+            args.push("--connections".to_owned());
+            args.push(s(&path));
+        }
         for (k, v) in &spec.env {
             args.push("--env".to_owned());
             args.push(format!("{k}={}", self.subst(v, "/workspace", vars)));

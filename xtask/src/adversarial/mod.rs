@@ -13,6 +13,7 @@ pub mod fixtures;
 pub mod harness;
 pub mod host;
 pub mod report;
+pub mod tls;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

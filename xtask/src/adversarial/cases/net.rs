@@ -137,6 +137,13 @@ pub fn cases() -> Vec<Case> {
             judge: net_15,
         },
         Case {
+            id: "NET-16",
+            title: "The allowlisted model destination as an exfiltration channel",
+            guarantee: "the model connection is a narrow capability: allowed methods and path prefixes, finite calls and bytes",
+            script: Some(attack!("NET-16.py")),
+            judge: net_16,
+        },
+        Case {
             id: "CRED-08",
             title: "The metadata service, reached directly (both modes)",
             guarantee: "no cloud credentials, and no metadata addresses",
@@ -1195,5 +1202,126 @@ fn net_15(ctx: &mut Ctx) -> Result<Verdict> {
     );
     lab.poke_control(&["198.18.0.11:8080"], &n, &mut j);
     lab.close();
+    Ok(j.verdict())
+}
+
+// ---------------------------------------------------------------------------------------
+// NET-16
+
+/// The model upstream's answer to every call it is sent.
+fn model_answer(_: usize) -> String {
+    r#"{"choices":[{"index":0,"message":{"role":"assistant","content":"ok"}}]}"#.to_owned()
+}
+
+fn net_16(ctx: &mut Ctx) -> Result<Verdict> {
+    // The real key: a canary only corral's environment holds.
+    let key = format!("sk-{}-real", ctx.canary());
+    let (up_port, ca_pem, seen) = ctx.tls_upstream(model_answer)?;
+    let (other, other_port) = ctx.tcp_listener("127.0.0.2:0")?;
+    let ca_file = ctx.dir.join("model-ca.pem");
+    std::fs::write(&ca_file, ca_pem)?;
+    let other_dest = format!("127.0.0.2:{other_port}");
+    let mut spec = RunSpec::new("NET-16.py").args(["{P}"]);
+    spec.net = Net::Allowlist(vec![other_dest.clone()]);
+    spec.corral_env = vec![("CORRAL_NET16_KEY".into(), key.clone())];
+    spec.connections = Some(serde_json::json!({
+        "schema_version": "corral.connections/v1",
+        "connections": { "llm": {
+            "destinations": [other_dest],
+            "upstream": {
+                "base_url": format!("https://127.0.0.1:{up_port}/v1"),
+                "methods": ["POST"], "path_prefixes": ["/chat/completions"],
+                "credential": { "env": "CORRAL_NET16_KEY" },
+                "ca_file": ca_file.to_string_lossy(),
+                "budgets": { "calls": 3, "request_bytes": 65536, "response_bytes": 1048576,
+                             "call_seconds": 30, "total_seconds": 120 }
+            }
+        } }
+    }));
+    spec.preset_overrides = vec![
+        ("network_policy".into(), serde_json::json!("model_only")),
+        ("model_connection".into(), serde_json::json!("llm")),
+        (
+            "env".into(),
+            serde_json::json!({
+                "OPENAI_BASE_URL": "{model_base_url}", "OPENAI_API_KEY": "{model_token}"
+            }),
+        ),
+    ];
+    let v = vars([("P", other_port.to_string())]);
+    let mut j = Judge::new();
+    let run = ctx.run(&spec, &v)?;
+    escapes_inside(ctx, &run, &mut j);
+    let out = run.output();
+    j.breach(
+        out.contains(&key) || run.corral_stderr.contains(&key),
+        "the real key appeared in what the worker received or printed",
+    );
+    // The upstream saw exactly the three calls of the budget, with the real key, and none of
+    // the refused ones (the upload path, the oversized body, call N+1).
+    let heads = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    for h in &heads {
+        j.breach(
+            !h.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+            format!(
+                "the upstream was sent a refused request: {}",
+                h.lines().next().unwrap_or("")
+            ),
+        );
+        j.breach(
+            h.contains("corral-"),
+            "the placeholder reached the upstream",
+        );
+    }
+    j.control(
+        heads.len() == 3
+            && heads
+                .iter()
+                .all(|h| h.contains(&format!("Bearer {key}\r\n"))),
+        format!(
+            "the budget's three calls reached the upstream with the real key ({} requests)",
+            heads.len()
+        ),
+    );
+    // Each refusal is recorded in the manifest.
+    let calls = run.manifest["model_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for code in ["path_not_allowed", "request_bytes", "calls"] {
+        j.require(
+            calls
+                .iter()
+                .any(|c| c["stopped_by"] == code && c["forwarded"] == false),
+            format!("the manifest records a call refused with {code}"),
+        );
+    }
+    j.breach(
+        calls.iter().filter(|c| c["forwarded"] == true).count() > 3,
+        "more calls were forwarded than the budget allows",
+    );
+    let network = run.manifest["network"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    j.require(
+        network
+            .iter()
+            .any(|r| r["reason"] == "placeholder_elsewhere"),
+        "the manifest records the token refused at the egress proxy",
+    );
+    // The other destination got the control (no token) and never the token.
+    let hits = other.seen();
+    j.breach(
+        hits.iter().any(|h| h.contains("corral-")),
+        "the other allowlisted destination received the token",
+    );
+    j.control(
+        out.contains(&format!("CONTROL-ELSEWHERE-{}", ctx.n)) && other.hits() == 1,
+        format!(
+            "the same request without the token reached the other destination ({} connections)",
+            other.hits()
+        ),
+    );
     Ok(j.verdict())
 }
