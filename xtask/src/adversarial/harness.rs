@@ -310,6 +310,9 @@ impl std::fmt::Debug for Ready {
 }
 
 /// What one sandboxed run left for the outside to see.
+/// The request heads a test upstream received, in order.
+pub type Heads = Arc<Mutex<Vec<String>>>;
+
 #[derive(Debug)]
 pub struct RunObs {
     /// corral's exit code (-1 when it died by a signal).
@@ -618,10 +621,7 @@ impl<'h> Ctx<'h> {
     /// A TLS model upstream on `127.0.0.1` with a fresh test CA (NET-16): `answer(n)` is the
     /// JSON body of the n-th request (from 1). Returns the port, the CA's PEM and each
     /// request's head as it arrived.
-    pub fn tls_upstream(
-        &mut self,
-        answer: fn(usize) -> String,
-    ) -> Result<(u16, String, Arc<Mutex<Vec<String>>>)> {
+    pub fn tls_upstream(&mut self, answer: fn(usize) -> String) -> Result<(u16, String, Heads)> {
         let (listener, ca_pem, config) = super::tls::server()?;
         let port = listener.local_addr()?.port();
         listener.set_nonblocking(true)?;
