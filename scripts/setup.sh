@@ -106,5 +106,15 @@ if [ ! -f "$mswea/.complete" ]; then
   "$mswea/bin/pip" install --quiet --no-deps --disable-pip-version-check -r "$pin"
   touch "$mswea/.complete"
 fi
+# codex from npm: exactly tests/agents/codex/package-lock.json (npm ci), the same way.
+lock=tests/agents/codex/package-lock.json
+codex="$agents/codex-$(cat tests/agents/codex/package.json "$lock" | sha256sum | cut -c1-16)"
+if [ ! -f "$codex/.complete" ]; then
+  rm -rf "$codex"
+  mkdir -p "$codex"
+  cp tests/agents/codex/package.json "$lock" "$codex/"
+  (cd "$codex" && npm ci --silent --no-audit --no-fund >/dev/null)
+  touch "$codex/.complete"
+fi
 
 echo "setup: ready"

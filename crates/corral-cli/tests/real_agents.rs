@@ -23,15 +23,30 @@ use common::{fixture, git, run_command, work_unit};
 const CANARY: &str = "sk-canary-real-agent-93c1f07d";
 const FIXED: &str = "def add(a, b):\n    return a + b\n";
 
-/// Where setup.sh installed an agent: `/opt/corral-agents/<name>-<digest of its pin file>`.
+/// Where setup.sh installed an agent: `/opt/corral-agents/<name>-<digest of its pins>`
+/// (`tests/agents/<name>.txt`, or `tests/agents/<name>/package.json` and its lock).
 /// Missing means setup.sh was not run: a failure, never a skip.
 fn installed(name: &str) -> PathBuf {
-    let pin = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/agents")
-        .join(format!("{name}.txt"));
-    let out = Command::new("sha256sum").arg(&pin).output().unwrap();
-    assert!(out.status.success(), "sha256sum {}", pin.display());
-    let digest = String::from_utf8(out.stdout).unwrap()[..16].to_owned();
+    let pins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/agents");
+    let files: Vec<PathBuf> = if pins.join(name).is_dir() {
+        vec![
+            pins.join(name).join("package.json"),
+            pins.join(name).join("package-lock.json"),
+        ]
+    } else {
+        vec![pins.join(format!("{name}.txt"))]
+    };
+    let mut bytes = Vec::new();
+    for f in &files {
+        bytes.extend(std::fs::read(f).unwrap());
+    }
+    let mut c = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let digest = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()[..16].to_owned();
     let dir = PathBuf::from(format!("/opt/corral-agents/{name}-{digest}"));
     assert!(
         dir.join(".complete").is_file(),
@@ -82,9 +97,9 @@ fn tool_call(n: usize, command: &str) -> String {
     .to_string()
 }
 
-/// One `corral run` of mini-swe-agent against a fresh scripted upstream (fix the bug, look
-/// at the file, finish) with a call budget of `calls`.
-struct MiniRun {
+/// One `corral run` of a real agent with its shipped preset against a fresh scripted
+/// upstream (fix the bug, dump what the agent can read, finish) with a call budget of `calls`.
+struct AgentRun {
     f: common::Fixture,
     artifacts: PathBuf,
     code: Option<i32>,
@@ -94,8 +109,84 @@ struct MiniRun {
     stored: String,
 }
 
-fn run_mini(tag: &str, calls: u64, env: &[(&str, &str)]) -> MiniRun {
-    let agent = installed("mini-swe-agent");
+/// How one agent is run: its name (pins and shipped preset), the install root its shipped
+/// preset names, the model path it calls, and its scripted model's n-th answer.
+struct Agent {
+    name: &'static str,
+    shipped_root: &'static str,
+    path_prefix: &'static str,
+    answer: fn(usize, &str) -> String,
+}
+
+/// What the agent can read that could hold a key: its environment, its parent's (the
+/// agent's own process) environment and argv, the files in HOME and /tmp.
+const DUMP: &str = "cat src/calc.py; env; tr '\\0' '\\n' < /proc/$PPID/environ; \
+                    tr '\\0' ' ' < /proc/$PPID/cmdline; echo; \
+                    find \"$HOME\" /tmp -type f -size -64k -exec cat {} + 2>&1 | head -c 6000";
+const FIX: &str = "sed -i 's/a - b/a + b/' src/calc.py";
+
+fn mini_answer(n: usize, _: &str) -> String {
+    match n {
+        1 => tool_call(n, FIX),
+        2 => tool_call(n, DUMP),
+        _ => tool_call(n, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    }
+}
+
+const MINI: Agent = Agent {
+    name: "mini-swe-agent",
+    shipped_root: "/opt/mini-swe-agent",
+    path_prefix: "/chat/completions",
+    answer: mini_answer,
+};
+
+/// One Responses API stream (codex's protocol): the events, then `response.completed`.
+fn response_stream(n: usize, item: &Value) -> String {
+    let id = format!("resp_{n}");
+    [
+        json!({ "type": "response.created", "response": { "id": id } }),
+        json!({ "type": "response.output_item.done", "item": item }),
+        json!({ "type": "response.completed", "response": { "id": id, "usage": {
+            "input_tokens": 10, "input_tokens_details": null, "output_tokens": 5,
+            "output_tokens_details": null, "total_tokens": 15 } } }),
+    ]
+    .iter()
+    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+    .collect()
+}
+
+fn codex_answer(n: usize, body: &str) -> String {
+    // codex 0.169 offers `exec_command` (`cmd`); older ones `shell` (`command`, an argv).
+    let run = |cmd: &str| {
+        let (name, args) = if body.contains("\"exec_command\"") {
+            ("exec_command", json!({ "cmd": cmd }))
+        } else {
+            ("shell", json!({ "command": ["bash", "-lc", cmd] }))
+        };
+        json!({ "type": "function_call", "name": name, "call_id": format!("call_{n}"),
+                "arguments": args.to_string() })
+    };
+    match n {
+        1 => response_stream(n, &run(FIX)),
+        2 => response_stream(n, &run(DUMP)),
+        _ => response_stream(
+            n,
+            &json!({ "type": "message", "role": "assistant", "id": format!("msg_{n}"),
+                     "content": [ { "type": "output_text",
+                                    "text": "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" } ] }),
+        ),
+    }
+}
+
+const CODEX: Agent = Agent {
+    name: "codex",
+    shipped_root: "/opt/codex",
+    path_prefix: "/responses",
+    answer: codex_answer,
+};
+
+fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> AgentRun {
+    let root = installed(agent.name);
     let f = fixture(tag);
     std::fs::write(
         f.repo.join("src/calc.py"),
@@ -105,18 +196,7 @@ fn run_mini(tag: &str, calls: u64, env: &[(&str, &str)]) -> MiniRun {
     git(&f.repo, &["add", "-A"]);
     git(&f.repo, &["commit", "-q", "-m", "planted bug"]);
     let base = git(&f.repo, &["rev-parse", "HEAD"]);
-    let (port, ca_pem, seen) = common::tls::upstream(|n, _| match n {
-        1 => tool_call(n, "sed -i 's/a - b/a + b/' src/calc.py"),
-        // What the agent can read that could hold a key: its environment, its parent's
-        // (mini itself) environment and argv, the files in HOME and /tmp.
-        2 => tool_call(
-            n,
-            "cat src/calc.py; env; tr '\\0' '\\n' < /proc/$PPID/environ; \
-             tr '\\0' ' ' < /proc/$PPID/cmdline; echo; \
-             find \"$HOME\" /tmp -type f -size -64k -exec cat {} + 2>&1 | head -c 6000",
-        ),
-        _ => tool_call(n, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
-    });
+    let (port, ca_pem, seen) = common::tls::upstream(agent.answer);
     let secrets = f.dir.join("secrets");
     std::fs::create_dir_all(&secrets).unwrap();
     std::fs::write(secrets.join("model.key"), format!("{CANARY}\n")).unwrap();
@@ -127,7 +207,7 @@ fn run_mini(tag: &str, calls: u64, env: &[(&str, &str)]) -> MiniRun {
             "destinations": ["127.0.0.2:9"],
             "upstream": {
                 "base_url": format!("https://127.0.0.1:{port}/v1"),
-                "methods": ["POST"], "path_prefixes": ["/chat/completions"],
+                "methods": ["POST"], "path_prefixes": [agent.path_prefix],
                 "credential": { "file": secrets.join("model.key").to_str().unwrap() },
                 "ca_file": secrets.join("ca.pem").to_str().unwrap(),
                 "budgets": { "calls": calls, "request_bytes": 16777216,
@@ -145,11 +225,11 @@ fn run_mini(tag: &str, calls: u64, env: &[(&str, &str)]) -> MiniRun {
     wu["budget"]["max_processes"] = json!(256);
     wu["objective"] = json!("add() in src/calc.py subtracts; make it add");
     // The shipped preset, as shipped: only its install root is where setup.sh put it.
-    let shipped =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/presets/mini-swe-agent.json");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../../examples/presets/{}.json", agent.name));
     let text = std::fs::read_to_string(&shipped)
         .unwrap()
-        .replace("/opt/mini-swe-agent", agent.to_str().unwrap());
+        .replace(agent.shipped_root, root.to_str().unwrap());
     let mut preset: Value = serde_json::from_str(&text).unwrap();
     for (k, v) in env {
         preset["env"][*k] = json!(v);
@@ -179,7 +259,7 @@ fn run_mini(tag: &str, calls: u64, env: &[(&str, &str)]) -> MiniRun {
     let mut stored = Vec::new();
     all_bytes_under(&artifacts, &mut stored);
     let seen = seen.lock().unwrap().clone();
-    MiniRun {
+    AgentRun {
         f,
         artifacts,
         code: out.status.code(),
@@ -190,15 +270,15 @@ fn run_mini(tag: &str, calls: u64, env: &[(&str, &str)]) -> MiniRun {
     }
 }
 
-#[test]
-fn mini_swe_agent_fixes_a_bug_through_the_broker() {
-    let r = run_mini("mini-swe-agent", 3, &[]);
+/// The agent fixes the bug through the broker; the patch applies and verifies; the key
+/// reaches the upstream on each call and nothing the agent can read.
+fn fixes_a_bug_through_the_broker(agent: &Agent) {
+    let r = run_agent(agent, agent.name, 3, &[]);
     let m = &r.manifest;
-    // Three calls reached the upstream, each with the real key and never the placeholder.
     assert_eq!(r.seen.len(), 3, "{:?}\n{}", r.seen, r.stored);
     for head in &r.seen {
         assert!(
-            head.starts_with("POST /v1/chat/completions HTTP/1.1\r\n"),
+            head.starts_with(&format!("POST /v1{} HTTP/1.1\r\n", agent.path_prefix)),
             "{head}"
         );
         assert!(head.contains(&format!("Bearer {CANARY}\r\n")), "{head}");
@@ -213,7 +293,7 @@ fn mini_swe_agent_fixes_a_bug_through_the_broker() {
     );
 
     // The fix is the candidate; it applies to a fresh clone; corral verify passes.
-    assert_eq!(r.code, Some(0), "{}", r.stored);
+    assert_eq!(r.code, Some(0), "{}\n{}", r.corral_output, r.stored);
     assert_eq!(m["outcome"], "candidate_captured");
     let digest = m["candidate"]["patch"]["digest"]
         .as_str()
@@ -249,8 +329,8 @@ fn mini_swe_agent_fixes_a_bug_through_the_broker() {
         String::from_utf8_lossy(&v.stderr)
     );
 
-    // The agent ran with the placeholder (its output shows the model's commands ran) and the
-    // key is nowhere it printed, nor in corral's output.
+    // The agent ran the scripted commands with the token in its environment (the dump shows
+    // it), and the key is nowhere it printed, nor in corral's output.
     assert!(
         r.stored.contains("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
         "{}",
@@ -268,34 +348,25 @@ fn mini_swe_agent_fixes_a_bug_through_the_broker() {
     assert!(!r.corral_output.contains(CANARY));
 }
 
-/// Call N+1 past the budget is refused with an error the agent shows (mini-swe-agent's own
-/// retries off, as a preset under a call budget would set them), and the upstream never sees it.
-#[test]
-fn mini_swe_agent_past_its_call_budget_is_refused() {
-    let r = run_mini(
-        "mini-swe-agent-budget",
-        1,
-        &[("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT", "1")],
-    );
+/// Call N+1 past the budget is refused with an error the agent shows, and the upstream
+/// never sees it.
+fn is_refused_past_its_call_budget(agent: &Agent, env: &[(&str, &str)]) {
+    let r = run_agent(agent, &format!("{}-budget", agent.name), 1, env);
     assert_eq!(r.seen.len(), 1, "{:?}", r.seen);
     let calls = r.manifest["model_calls"]
         .as_array()
         .expect("no model_calls");
-    let summary: Vec<(u64, bool, Option<&str>)> = calls
-        .iter()
-        .map(|c| {
-            (
-                c["status"].as_u64().unwrap(),
-                c["forwarded"].as_bool().unwrap(),
-                c["stopped_by"].as_str(),
-            )
-        })
-        .collect();
     assert_eq!(
-        summary,
-        [(200, true, None), (403, false, Some("calls"))],
-        "{}",
-        r.stored
+        (calls[0]["status"].as_u64(), calls[0]["forwarded"].as_bool()),
+        (Some(200), Some(true)),
+        "{calls:?}"
+    );
+    assert!(calls.len() >= 2, "{calls:?}\n{}", r.stored);
+    assert!(
+        calls[1..]
+            .iter()
+            .all(|c| c["status"] == 403 && c["forwarded"] == false && c["stopped_by"] == "calls"),
+        "{calls:?}"
     );
     assert!(
         r.stored.contains("model call budget is spent"),
@@ -304,4 +375,26 @@ fn mini_swe_agent_past_its_call_budget_is_refused() {
     );
     assert_ne!(r.code, Some(0), "{}", r.corral_output);
     assert!(!r.stored.contains(CANARY));
+}
+
+#[test]
+fn mini_swe_agent_fixes_a_bug_through_the_broker() {
+    fixes_a_bug_through_the_broker(&MINI);
+}
+
+/// mini-swe-agent's own retries off, as a preset under a small call budget would set them
+/// (it retries a refused call for minutes otherwise).
+#[test]
+fn mini_swe_agent_past_its_call_budget_is_refused() {
+    is_refused_past_its_call_budget(&MINI, &[("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT", "1")]);
+}
+
+#[test]
+fn codex_fixes_a_bug_through_the_broker() {
+    fixes_a_bug_through_the_broker(&CODEX);
+}
+
+#[test]
+fn codex_past_its_call_budget_is_refused() {
+    is_refused_past_its_call_budget(&CODEX, &[]);
 }

@@ -5,7 +5,8 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-/// Serves chat completions: `answer(n, body)` gives the JSON of the n-th request (from 1).
+/// Serves model calls: `answer(n, body)` gives the n-th request's answer (from 1): JSON, or
+/// server-sent events when it starts with `event: `.
 /// Returns the port, the test CA's PEM and each request's head as it arrived.
 pub fn upstream(
     answer: impl Fn(usize, &str) -> String + Send + Sync + 'static,
@@ -76,9 +77,15 @@ pub fn upstream(
                     seen.len()
                 };
                 let body = answer(n, &String::from_utf8_lossy(&buf[end..]));
+                // A streamed answer (the Responses API's server-sent events) or JSON.
+                let kind = if body.starts_with("event: ") {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                };
                 let _ = tls.write_all(
                     format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n{body}",
                         body.len()
                     )
                     .as_bytes(),
