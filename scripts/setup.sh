@@ -106,15 +106,18 @@ if [ ! -f "$mswea/.complete" ]; then
   "$mswea/bin/pip" install --quiet --no-deps --disable-pip-version-check -r "$pin"
   touch "$mswea/.complete"
 fi
-# codex from npm: exactly tests/agents/codex/package-lock.json (npm ci), the same way.
-lock=tests/agents/codex/package-lock.json
-codex="$agents/codex-$(cat tests/agents/codex/package.json "$lock" | sha256sum | cut -c1-16)"
-if [ ! -f "$codex/.complete" ]; then
-  rm -rf "$codex"
-  mkdir -p "$codex"
-  cp tests/agents/codex/package.json "$lock" "$codex/"
-  (cd "$codex" && npm ci --silent --no-audit --no-fund >/dev/null)
-  touch "$codex/.complete"
-fi
+# codex and gemini-cli from npm: exactly tests/agents/<name>/package-lock.json (npm ci), the
+# same way.
+for name in codex gemini-cli; do
+  pins=tests/agents/$name
+  dir="$agents/$name-$(cat "$pins/package.json" "$pins/package-lock.json" | sha256sum | cut -c1-16)"
+  if [ ! -f "$dir/.complete" ]; then
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp "$pins/package.json" "$pins/package-lock.json" "$dir/"
+    (cd "$dir" && npm ci --silent --no-audit --no-fund >/dev/null)
+    touch "$dir/.complete"
+  fi
+done
 
 echo "setup: ready"

@@ -113,16 +113,31 @@ struct AgentRun {
 /// preset names, the model path it calls, and its scripted model's n-th answer.
 struct Agent {
     name: &'static str,
+    /// The connection the shipped preset names.
+    connection: &'static str,
     shipped_root: &'static str,
+    /// The upstream's base path, and the path prefix the agent calls below it.
+    base_path: &'static str,
     path_prefix: &'static str,
+    /// The credential header and scheme the upstream takes.
+    header: &'static str,
+    scheme: &'static str,
+    /// What the agent's view (`DUMP`) must show, proving it was taken: the run's token in
+    /// the variable the preset puts it in, or (codex, whose process is not dumpable and
+    /// whose shells get no key-named variables) its HOME config with the endpoint filled in.
+    view_marker: &'static str,
     answer: fn(usize, &str) -> String,
 }
 
-/// What the agent can read that could hold a key: its environment, its parent's (the
-/// agent's own process) environment and argv, the files in HOME and /tmp.
-const DUMP: &str = "cat src/calc.py; env; tr '\\0' '\\n' < /proc/$PPID/environ; \
-                    tr '\\0' ' ' < /proc/$PPID/cmdline; echo; \
-                    find \"$HOME\" /tmp -type f -size -64k -exec cat {} + 2>&1 | head -c 6000";
+/// What the agent can read that could hold a key: its shell's environment, every process's
+/// environment and argv (the agent's own among them: the sandbox has its own PID namespace),
+/// the files in HOME and /tmp. Written into the workspace as text, so the candidate carries
+/// it out (agents differ in what they print).
+const DUMP: &str = "{ env; for p in /proc/[0-9]*; do tr '\\0' '\\n' < $p/environ; \
+                    tr '\\0' ' ' < $p/cmdline; echo; done; \
+                    find \"$HOME\" /tmp -type f -exec sh -c \
+                    'for f; do echo \"== $f\"; head -c 4096 \"$f\"; echo; done' sh {} +; \
+                    } 2>&1 | tr -c '[:print:]\\n' '?' > src/agent-view.txt; cat src/calc.py";
 const FIX: &str = "sed -i 's/a - b/a + b/' src/calc.py";
 
 fn mini_answer(n: usize, _: &str) -> String {
@@ -135,8 +150,13 @@ fn mini_answer(n: usize, _: &str) -> String {
 
 const MINI: Agent = Agent {
     name: "mini-swe-agent",
+    connection: "openai",
     shipped_root: "/opt/mini-swe-agent",
+    base_path: "/v1",
     path_prefix: "/chat/completions",
+    header: "Authorization",
+    scheme: "Bearer",
+    view_marker: "OPENAI_API_KEY=corral-",
     answer: mini_answer,
 };
 
@@ -180,9 +200,46 @@ fn codex_answer(n: usize, body: &str) -> String {
 
 const CODEX: Agent = Agent {
     name: "codex",
+    connection: "openai",
     shipped_root: "/opt/codex",
+    base_path: "/v1",
     path_prefix: "/responses",
+    header: "Authorization",
+    scheme: "Bearer",
+    view_marker: "base_url = \"http://127.0.0.1:3129\"",
     answer: codex_answer,
+};
+
+/// One streamed Gemini API answer (gemini-cli's protocol): one server-sent event.
+fn gemini_stream(part: &Value) -> String {
+    let r = json!({
+        "candidates": [ { "content": { "parts": [part], "role": "model" },
+                          "finishReason": "STOP", "index": 0 } ],
+        "usageMetadata": { "promptTokenCount": 10, "candidatesTokenCount": 5,
+                           "totalTokenCount": 15 }
+    });
+    format!("data: {r}\n\n")
+}
+
+fn gemini_answer(n: usize, _: &str) -> String {
+    let run = |cmd: &str| json!({ "functionCall": { "name": "run_shell_command", "args": { "command": cmd } } });
+    match n {
+        1 => gemini_stream(&run(FIX)),
+        2 => gemini_stream(&run(DUMP)),
+        _ => gemini_stream(&json!({ "text": "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" })),
+    }
+}
+
+const GEMINI: Agent = Agent {
+    name: "gemini-cli",
+    connection: "gemini",
+    shipped_root: "/opt/gemini-cli",
+    base_path: "",
+    path_prefix: "/v1beta/models",
+    header: "x-goog-api-key",
+    scheme: "",
+    view_marker: "GEMINI_API_KEY=corral-",
+    answer: gemini_answer,
 };
 
 fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> AgentRun {
@@ -203,12 +260,13 @@ fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> Agen
     std::fs::write(secrets.join("ca.pem"), &ca_pem).unwrap();
     let connections = json!({
         "schema_version": "corral.connections/v1",
-        "connections": { "openai": {
+        "connections": { agent.connection: {
             "destinations": ["127.0.0.2:9"],
             "upstream": {
-                "base_url": format!("https://127.0.0.1:{port}/v1"),
+                "base_url": format!("https://127.0.0.1:{port}{}", agent.base_path),
                 "methods": ["POST"], "path_prefixes": [agent.path_prefix],
                 "credential": { "file": secrets.join("model.key").to_str().unwrap() },
+                "credential_header": agent.header, "credential_scheme": agent.scheme,
                 "ca_file": secrets.join("ca.pem").to_str().unwrap(),
                 "budgets": { "calls": calls, "request_bytes": 16777216,
                              "response_bytes": 16777216, "call_seconds": 60,
@@ -221,6 +279,7 @@ fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> Agen
     wu["permissions"]["network"] = json!("allowlist");
     wu["permissions"]["network_allowlist"] = json!(["127.0.0.2:9"]);
     wu["budget"]["max_output_bytes"] = json!(4 << 20);
+    wu["budget"]["max_patch_bytes"] = json!(4 << 20);
     wu["budget"]["disk_bytes"] = json!(256u64 << 20);
     wu["budget"]["max_processes"] = json!(256);
     wu["objective"] = json!("add() in src/calc.py subtracts; make it add");
@@ -278,10 +337,15 @@ fn fixes_a_bug_through_the_broker(agent: &Agent) {
     assert_eq!(r.seen.len(), 3, "{:?}\n{}", r.seen, r.stored);
     for head in &r.seen {
         assert!(
-            head.starts_with(&format!("POST /v1{} HTTP/1.1\r\n", agent.path_prefix)),
+            head.starts_with(&format!("POST {}{}", agent.base_path, agent.path_prefix)),
             "{head}"
         );
-        assert!(head.contains(&format!("Bearer {CANARY}\r\n")), "{head}");
+        let credential = if agent.scheme.is_empty() {
+            format!("{}: {CANARY}\r\n", agent.header)
+        } else {
+            format!("{}: {} {CANARY}\r\n", agent.header, agent.scheme)
+        };
+        assert!(head.contains(&credential), "{head}");
         assert!(!head.contains("corral-"), "{head}");
     }
     let calls = m["model_calls"].as_array().expect("no model_calls");
@@ -337,7 +401,7 @@ fn fixes_a_bug_through_the_broker(agent: &Agent) {
         r.stored
     );
     assert!(
-        r.stored.contains("OPENAI_API_KEY=corral-"),
+        r.stored.contains(agent.view_marker),
         "the dump of the agent's environment is missing: {}",
         r.stored
     );
@@ -397,4 +461,14 @@ fn codex_fixes_a_bug_through_the_broker() {
 #[test]
 fn codex_past_its_call_budget_is_refused() {
     is_refused_past_its_call_budget(&CODEX, &[]);
+}
+
+#[test]
+fn gemini_cli_fixes_a_bug_through_the_broker() {
+    fixes_a_bug_through_the_broker(&GEMINI);
+}
+
+#[test]
+fn gemini_cli_past_its_call_budget_is_refused() {
+    is_refused_past_its_call_budget(&GEMINI, &[]);
 }

@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 /// Serves model calls: `answer(n, body)` gives the n-th request's answer (from 1): JSON, or
-/// server-sent events when it starts with `event: `.
+/// server-sent events when it starts with `event: ` or `data: `.
 /// Returns the port, the test CA's PEM and each request's head as it arrived.
 pub fn upstream(
     answer: impl Fn(usize, &str) -> String + Send + Sync + 'static,
@@ -78,7 +78,7 @@ pub fn upstream(
                 };
                 let body = answer(n, &String::from_utf8_lossy(&buf[end..]));
                 // A streamed answer (the Responses API's server-sent events) or JSON.
-                let kind = if body.starts_with("event: ") {
+                let kind = if body.starts_with("event: ") || body.starts_with("data: ") {
                     "text/event-stream"
                 } else {
                     "application/json"
