@@ -206,6 +206,8 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
     };
     let mut corral: Option<PathBuf> = None;
     let mut as_user = false;
+    let mut tests: Option<String> = None;
+    let mut host_only: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -223,7 +225,10 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
             "--verbose" => o.verbose = true,
             "--as-user" => as_user = true,
             "--corral" => corral = Some(PathBuf::from(val()?)),
-            "--tests" => o.cmd = tests_command(root, &val()?)?,
+            "--tests" => tests = Some(val()?),
+            "--host-only" => {
+                host_only = val()?.split(',').map(str::to_owned).collect();
+            }
             "--" => {
                 o.cmd = it.cloned().collect::<Vec<_>>().join(" ");
                 break;
@@ -231,9 +236,14 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
             other => bail!(
                 "unknown argument {other:?}; usage: cargo xtask vm [--kernel 6.1,6.12,7.x,5.10|all] \
                  [--layout root,service,session,undelegated,partial,systemd-service,systemd-session|all] [--tmp tmpfs,ext4|all] \
-                 [--timeout S] [--corral BIN] [--tests PKG,...] [--as-user] [--verbose] [-- COMMAND]"
+                 [--timeout S] [--corral BIN] [--tests PKG,...] [--host-only TEST,...] [--as-user] [--verbose] [-- COMMAND]"
             ),
         }
+    }
+    if let Some(packages) = tests {
+        o.cmd = tests_command(root, &packages, &host_only)?;
+    } else if !host_only.is_empty() {
+        bail!("--host-only names test binaries of --tests");
     }
     if o.cmd.is_empty() {
         // `corral probe`: the release binary when there is one, else the debug one.
@@ -268,7 +278,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
 /// `--tests PKG,...`: builds the packages' test binaries on the host (`cargo test --no-run`)
 /// and returns a guest command that runs each from its package's folder, as `cargo test`
 /// would, and exits non-zero when any failed.
-fn tests_command(root: &Path, packages: &str) -> Result<String> {
+fn tests_command(root: &Path, packages: &str, host_only: &[String]) -> Result<String> {
     let mut args = Vec::new();
     for p in packages.split(',').filter(|p| !p.is_empty()) {
         args.extend(["-p", p]);
@@ -277,7 +287,19 @@ fn tests_command(root: &Path, packages: &str) -> Result<String> {
     // Each binary's output is also kept, so that a failure's panic is printed again at the
     // end: the console's last lines, which CI shows, are otherwise the later binaries' output.
     let mut script = String::from("fail=0\nlogs=$(mktemp -d)\nn=0\n");
-    for BuiltTest { exe, dir, .. } in &built {
+    for name in host_only {
+        if !built.iter().any(|b| b.name == *name) {
+            bail!("--host-only {name}: no such test binary in {packages}");
+        }
+        // Said where the log shows it: the binary runs in the host's test command only.
+        script.push_str(&format!(
+            "echo 'corral-vm: host only, not run in this guest: {name} (the test command runs it on the host)'\n"
+        ));
+    }
+    for BuiltTest { exe, dir, name } in &built {
+        if host_only.contains(name) {
+            continue;
+        }
         script.push_str(&format!(
             "n=$((n+1)); echo \"corral-vm: test {exe}\"; \
              {{ cd '{dir}' && CARGO_MANIFEST_DIR='{dir}' '{exe}' 2>&1; echo $? > \"$logs/$n.rc\"; }} \

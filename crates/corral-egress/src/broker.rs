@@ -651,6 +651,10 @@ fn under_prefix(path: &str, prefix: &str) -> bool {
             && (prefix.ends_with('/') || path.as_bytes().get(prefix.len()) == Some(&b'/')))
 }
 
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
@@ -897,12 +901,35 @@ fn exchange(
             }
         }
     };
+    // An upstream that echoes the request's headers (a debugging endpoint, a misconfigured
+    // gateway) would hand the worker the key: the head and every piece of the body are
+    // searched for it (with the previous piece's tail, so a key split across two reads is
+    // found), and the answer is cut where it appears.
+    let secret = cfg.credential_value.as_ref().map(|c| c.0.as_bytes());
+    if secret.is_some_and(|k| contains(head_out.as_bytes(), k)) {
+        return Err(refusal(
+            502,
+            "credential_in_response",
+            "the model upstream's answer held the credential; it was not passed on",
+        ));
+    }
+    let mut tail: Vec<u8> = Vec::new();
     // From here the worker has its status: problems cut the stream, recorded.
     if client.write_all(head_out.as_bytes()).is_err() {
         return Ok(());
     }
     loop {
         if !rest.is_empty() {
+            if let Some(k) = secret {
+                let mut window = std::mem::take(&mut tail);
+                window.extend_from_slice(&rest);
+                if contains(&window, k) {
+                    call.stopped_by = Some("credential_in_response".into());
+                    return Ok(());
+                }
+                let keep = window.len().min(k.len().saturating_sub(1));
+                tail = window[window.len() - keep..].to_vec();
+            }
             if client.write_all(&rest).is_err() {
                 return Ok(());
             }
@@ -922,7 +949,11 @@ fn exchange(
                 let allowed = take_down(shared, n as u64);
                 rest.extend_from_slice(&chunk[..usize::try_from(allowed).unwrap_or(n)]);
                 if allowed < n as u64 {
-                    let _ = client.write_all(&rest);
+                    let mut window = std::mem::take(&mut tail);
+                    window.extend_from_slice(&rest);
+                    if secret.is_none_or(|k| !contains(&window, k)) {
+                        let _ = client.write_all(&rest);
+                    }
                     cut(call, Budget::ResponseBytes);
                     return Ok(());
                 }

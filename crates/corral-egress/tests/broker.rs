@@ -61,6 +61,9 @@ enum Script {
     Redirect(u16),
     /// 200 with a 1 MiB body.
     Big,
+    /// Echoes one header line of the request: in its own head (`in_head`) or split across
+    /// two pieces of its body.
+    Echo { in_head: bool, header: &'static str },
 }
 
 /// A TLS upstream on loopback: each connection's request head (and body) is kept.
@@ -129,6 +132,25 @@ fn serve(
             format!("HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{port}/steal\r\nContent-Length: 0\r\n\r\n")
                 .as_bytes(),
         ),
+        Script::Echo { in_head, header } => {
+            let line = head
+                .lines()
+                .find(|l| l.starts_with(header))
+                .unwrap_or("")
+                .to_owned();
+            if in_head {
+                tls.write_all(
+                    format!("HTTP/1.1 200 OK\r\nX-Echo: {line}\r\nContent-Length: 2\r\n\r\nok")
+                        .as_bytes(),
+                )
+            } else {
+                let (a, b) = line.split_at(line.len() / 2);
+                let _ = tls.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nfirst ");
+                let _ = tls.write_all(a.as_bytes()).and_then(|()| tls.flush());
+                std::thread::sleep(Duration::from_millis(100));
+                tls.write_all(b.as_bytes())
+            }
+        }
         Script::Big => {
             let body = vec![b'x'; 1 << 20];
             let _ = tls.write_all(
@@ -617,4 +639,42 @@ fn the_record_is_bounded_and_later_calls_are_counted() {
     assert_eq!(calls.len(), broker::MAX_RECORDS);
     assert_eq!(unrecorded, extra as u64);
     assert!(up.seen.lock().unwrap().is_empty());
+}
+
+/// An upstream that echoes the request's headers never hands the worker the key: refused in
+/// the head, cut in the body even when the key arrives split across two reads.
+#[test]
+fn an_upstream_echoing_the_credential_is_cut() {
+    let p = pki(&["127.0.0.1"]);
+    for in_head in [true, false] {
+        let up = upstream(
+            &p,
+            Script::Echo {
+                in_head,
+                header: "Authorization:",
+            },
+        );
+        let (b, port) = start_broker(&p.ca_pem, up.port, budgets());
+        let r = call(port, &post("/chat/completions", PLACEHOLDER, "{}"));
+        assert!(!r.contains(REAL_KEY), "in_head {in_head}: {r}");
+        let calls = b.shutdown();
+        assert_eq!(
+            calls[0].stopped_by.as_deref(),
+            Some("credential_in_response"),
+            "in_head {in_head}: {calls:?}"
+        );
+        assert_eq!(up.seen.lock().unwrap().len(), 1);
+    }
+    // Control: the same upstream echoing another header, split the same way, is passed on.
+    let up = upstream(
+        &p,
+        Script::Echo {
+            in_head: false,
+            header: "Content-Type:",
+        },
+    );
+    let (b, port) = start_broker(&p.ca_pem, up.port, budgets());
+    let r = call(port, &post("/chat/completions", PLACEHOLDER, "{}"));
+    assert!(r.contains("first Content-Type: application/json"), "{r}");
+    assert_eq!(b.shutdown()[0].stopped_by, None);
 }
