@@ -402,6 +402,11 @@ pub fn run(root: &Path) -> Result<()> {
     // on both, 50 min of CI's 76): what differs by kernel is attested in every layout by the
     // probe and demo guests above and the whole suite on 6.1, and the time pays for the
     // rootless suite below.
+    // The real agents (corral-cli's real_agents.rs: mini-swe-agent, codex, gemini-cli through
+    // the credential broker) run on the host as root, above, and in the rootless guest below:
+    // in root mode a guest adds only the kernel, which the broker test (broker.rs, a Python
+    // worker through the same broker) covers in each of these guests, while an emulated
+    // Node or Python agent's start costs minutes per run. The guest's log says so.
     for (kernels, layouts) in [("6.12", "root,systemd-session"), ("7.x", "systemd-service")] {
         guests(
             &format!("integration tests on kernel {kernels}: {layouts}"),
@@ -416,6 +421,8 @@ pub fn run(root: &Path) -> Result<()> {
                 "1800",
                 "--tests",
                 tests,
+                "--host-only",
+                "real_agents",
             ],
         )?;
     }
