@@ -95,17 +95,19 @@ agents=/opt/corral-agents
 if ! /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
 fi
-pin=tests/agents/mini-swe-agent.txt
-mswea="$agents/mini-swe-agent-$(sha256sum "$pin" | cut -c1-16)"
 # A venv's scripts name its folder, so it is built where it stays; `.complete` marks an
 # install that finished.
-if [ ! -f "$mswea/.complete" ]; then
-  rm -rf "$mswea"
-  mkdir -p "$agents"
-  /usr/bin/python3 -m venv "$mswea"
-  "$mswea/bin/pip" install --quiet --no-deps --disable-pip-version-check -r "$pin"
-  touch "$mswea/.complete"
-fi
+for name in mini-swe-agent aider; do
+  pin=tests/agents/$name.txt
+  dir="$agents/$name-$(sha256sum "$pin" | cut -c1-16)"
+  if [ ! -f "$dir/.complete" ]; then
+    rm -rf "$dir"
+    mkdir -p "$agents"
+    /usr/bin/python3 -m venv "$dir"
+    "$dir/bin/pip" install --quiet --no-deps --disable-pip-version-check -r "$pin"
+    touch "$dir/.complete"
+  fi
+done
 # codex and gemini-cli from npm: exactly tests/agents/<name>/package-lock.json (npm ci), the
 # same way.
 for name in codex gemini-cli; do

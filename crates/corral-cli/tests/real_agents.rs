@@ -18,43 +18,10 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 mod common;
-use common::{fixture, git, run_command, work_unit};
+use common::{fixture, git, installed, response_stream, run_command, work_unit};
 
 const CANARY: &str = "sk-canary-real-agent-93c1f07d";
 const FIXED: &str = "def add(a, b):\n    return a + b\n";
-
-/// Where setup.sh installed an agent: `/opt/corral-agents/<name>-<digest of its pins>`
-/// (`tests/agents/<name>.txt`, or `tests/agents/<name>/package.json` and its lock).
-/// Missing means setup.sh was not run: a failure, never a skip.
-fn installed(name: &str) -> PathBuf {
-    let pins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/agents");
-    let files: Vec<PathBuf> = if pins.join(name).is_dir() {
-        vec![
-            pins.join(name).join("package.json"),
-            pins.join(name).join("package-lock.json"),
-        ]
-    } else {
-        vec![pins.join(format!("{name}.txt"))]
-    };
-    let mut bytes = Vec::new();
-    for f in &files {
-        bytes.extend(std::fs::read(f).unwrap());
-    }
-    let mut c = Command::new("sha256sum")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(&bytes).unwrap();
-    let digest = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()[..16].to_owned();
-    let dir = PathBuf::from(format!("/opt/corral-agents/{name}-{digest}"));
-    assert!(
-        dir.join(".complete").is_file(),
-        "{} is not installed: run scripts/setup.sh (it installs the pinned {name})",
-        dir.display()
-    );
-    dir
-}
 
 fn manifest_path(artifacts: &Path, m: &Value) -> PathBuf {
     let mut c = Command::new("sha256sum")
@@ -127,6 +94,21 @@ struct Agent {
     /// whose shells get no key-named variables) its HOME config with the endpoint filled in.
     view_marker: &'static str,
     answer: fn(usize, &str) -> String,
+    /// The WorkUnit's objective.
+    objective: fn() -> String,
+    /// What the agent prints when it has done the scripted work.
+    done_marker: &'static str,
+    /// The calls the scripted model takes to fix the bug (the budget of the fixing run).
+    fix_calls: u64,
+    /// Whether the agent exits non-zero when a model call is refused (aider reports the
+    /// error and exits 0, as it does for any model error).
+    fails_when_refused: bool,
+}
+
+const OBJECTIVE: &str = "add() in src/calc.py subtracts; make it add";
+
+fn objective() -> String {
+    OBJECTIVE.to_owned()
 }
 
 /// What the agent can read that could hold a key: its shell's environment, every process's
@@ -158,22 +140,11 @@ const MINI: Agent = Agent {
     scheme: "Bearer",
     view_marker: "OPENAI_API_KEY=corral-",
     answer: mini_answer,
+    objective,
+    done_marker: "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    fix_calls: 3,
+    fails_when_refused: true,
 };
-
-/// One Responses API stream (codex's protocol): the events, then `response.completed`.
-fn response_stream(n: usize, item: &Value) -> String {
-    let id = format!("resp_{n}");
-    [
-        json!({ "type": "response.created", "response": { "id": id } }),
-        json!({ "type": "response.output_item.done", "item": item }),
-        json!({ "type": "response.completed", "response": { "id": id, "usage": {
-            "input_tokens": 10, "input_tokens_details": null, "output_tokens": 5,
-            "output_tokens_details": null, "total_tokens": 15 } } }),
-    ]
-    .iter()
-    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
-    .collect()
-}
 
 fn codex_answer(n: usize, body: &str) -> String {
     // codex 0.169 offers `exec_command` (`cmd`); older ones `shell` (`command`, an argv).
@@ -208,6 +179,10 @@ const CODEX: Agent = Agent {
     scheme: "Bearer",
     view_marker: "base_url = \"http://127.0.0.1:3129\"",
     answer: codex_answer,
+    objective,
+    done_marker: "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    fix_calls: 3,
+    fails_when_refused: true,
 };
 
 /// One streamed Gemini API answer (gemini-cli's protocol): one server-sent event.
@@ -240,6 +215,60 @@ const GEMINI: Agent = Agent {
     scheme: "",
     view_marker: "GEMINI_API_KEY=corral-",
     answer: gemini_answer,
+    objective,
+    done_marker: "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    fix_calls: 3,
+    fails_when_refused: true,
+};
+
+/// One streamed chat completion (aider's protocol through litellm): the text in one chunk.
+fn chat_stream(n: usize, text: &str) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        json!({ "id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "created": 0,
+                "model": "gpt-test",
+                "choices": [ { "index": 0, "delta": delta, "finish_reason": finish } ] })
+    };
+    format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        chunk(json!({ "role": "assistant", "content": text }), Value::Null),
+        chunk(json!({}), json!("stop"))
+    )
+}
+
+/// An edit in aider's `diff` format (the shipped preset's `--edit-format`).
+fn search_replace(from: &str, to: &str) -> String {
+    format!("src/calc.py\n```python\n<<<<<<< SEARCH\n{from}\n=======\n{to}\n>>>>>>> REPLACE\n```\n")
+}
+
+/// aider runs no command a model asks for under `--yes-always` (it needs an explicit yes),
+/// so the objective is the user's own `/test`: aider runs the dump, which fails on purpose,
+/// and sends its output to the model as the first message. The first answer's edit leaves
+/// a name undefined; aider's own lint sends the error back (call 2); the second answer fixes.
+fn aider_objective() -> String {
+    format!("/test {DUMP}; exit 1")
+}
+
+fn aider_answer(n: usize, _: &str) -> String {
+    match n {
+        1 => chat_stream(n, &search_replace("    return a - b", "    return a + bb")),
+        _ => chat_stream(n, &search_replace("    return a + bb", "    return a + b")),
+    }
+}
+
+const AIDER: Agent = Agent {
+    name: "aider",
+    connection: "openai",
+    shipped_root: "/opt/aider",
+    base_path: "/v1",
+    path_prefix: "/chat/completions",
+    header: "Authorization",
+    scheme: "Bearer",
+    view_marker: "OPENAI_API_KEY=corral-",
+    answer: aider_answer,
+    objective: aider_objective,
+    done_marker: "Applied edit to src/calc.py",
+    fix_calls: 2,
+    fails_when_refused: false,
 };
 
 fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> AgentRun {
@@ -282,7 +311,7 @@ fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> Agen
     wu["budget"]["max_patch_bytes"] = json!(4 << 20);
     wu["budget"]["disk_bytes"] = json!(256u64 << 20);
     wu["budget"]["max_processes"] = json!(256);
-    wu["objective"] = json!("add() in src/calc.py subtracts; make it add");
+    wu["objective"] = json!((agent.objective)());
     // The shipped preset, as shipped: only its install root is where setup.sh put it.
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("../../examples/presets/{}.json", agent.name));
@@ -332,9 +361,15 @@ fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> Agen
 /// The agent fixes the bug through the broker; the patch applies and verifies; the key
 /// reaches the upstream on each call and nothing the agent can read.
 fn fixes_a_bug_through_the_broker(agent: &Agent) {
-    let r = run_agent(agent, agent.name, 3, &[]);
+    let r = run_agent(agent, agent.name, agent.fix_calls, &[]);
     let m = &r.manifest;
-    assert_eq!(r.seen.len(), 3, "{:?}\n{}", r.seen, r.stored);
+    assert_eq!(
+        r.seen.len() as u64,
+        agent.fix_calls,
+        "{:?}\n{}",
+        r.seen,
+        r.stored
+    );
     for head in &r.seen {
         assert!(
             head.starts_with(&format!("POST {}{}", agent.base_path, agent.path_prefix)),
@@ -349,7 +384,7 @@ fn fixes_a_bug_through_the_broker(agent: &Agent) {
         assert!(!head.contains("corral-"), "{head}");
     }
     let calls = m["model_calls"].as_array().expect("no model_calls");
-    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(calls.len() as u64, agent.fix_calls, "{calls:?}");
     assert!(
         calls
             .iter()
@@ -395,11 +430,7 @@ fn fixes_a_bug_through_the_broker(agent: &Agent) {
 
     // The agent ran the scripted commands with the token in its environment (the dump shows
     // it), and the key is nowhere it printed, nor in corral's output.
-    assert!(
-        r.stored.contains("COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
-        "{}",
-        r.stored
-    );
+    assert!(r.stored.contains(agent.done_marker), "{}", r.stored);
     assert!(
         r.stored.contains(agent.view_marker),
         "the dump of the agent's environment is missing: {}",
@@ -437,7 +468,9 @@ fn is_refused_past_its_call_budget(agent: &Agent, env: &[(&str, &str)]) {
         "the agent did not show the refusal: {}",
         r.stored
     );
-    assert_ne!(r.code, Some(0), "{}", r.corral_output);
+    if agent.fails_when_refused {
+        assert_ne!(r.code, Some(0), "{}", r.corral_output);
+    }
     assert!(!r.stored.contains(CANARY));
 }
 
@@ -471,4 +504,14 @@ fn gemini_cli_fixes_a_bug_through_the_broker() {
 #[test]
 fn gemini_cli_past_its_call_budget_is_refused() {
     is_refused_past_its_call_budget(&GEMINI, &[]);
+}
+
+#[test]
+fn aider_fixes_a_bug_through_the_broker() {
+    fixes_a_bug_through_the_broker(&AIDER);
+}
+
+#[test]
+fn aider_past_its_call_budget_is_refused() {
+    is_refused_past_its_call_budget(&AIDER, &[]);
 }

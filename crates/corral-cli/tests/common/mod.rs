@@ -1,9 +1,11 @@
-//! What `run.rs`, `egress_load.rs` and `hostile_json.rs` share: a Git repository in a
-//! temporary folder, the standard WorkUnit, the `corral run` command line, a bounded wait.
+//! What `run.rs`, `egress_load.rs`, `hostile_json.rs`, `real_agents.rs` and the
+//! `agent_overhead` bench share: a Git repository in a temporary folder, the standard
+//! WorkUnit, the `corral run` command line, a bounded wait, the installed real agents.
 #![allow(dead_code, reason = "each test binary uses part of it")]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
@@ -108,4 +110,52 @@ pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
         assert!(t.elapsed() < std::time::Duration::from_secs(60), "{what}");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// Where setup.sh installed an agent: `/opt/corral-agents/<name>-<digest of its pins>`
+/// (`tests/agents/<name>.txt`, or `tests/agents/<name>/package.json` and its lock).
+/// Missing means setup.sh was not run: a failure, never a skip.
+pub fn installed(name: &str) -> PathBuf {
+    let pins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/agents");
+    let files: Vec<PathBuf> = if pins.join(name).is_dir() {
+        vec![
+            pins.join(name).join("package.json"),
+            pins.join(name).join("package-lock.json"),
+        ]
+    } else {
+        vec![pins.join(format!("{name}.txt"))]
+    };
+    let mut bytes = Vec::new();
+    for f in &files {
+        bytes.extend(std::fs::read(f).unwrap());
+    }
+    let mut c = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let digest = String::from_utf8(c.wait_with_output().unwrap().stdout).unwrap()[..16].to_owned();
+    let dir = PathBuf::from(format!("/opt/corral-agents/{name}-{digest}"));
+    assert!(
+        dir.join(".complete").is_file(),
+        "{} is not installed: run scripts/setup.sh (it installs the pinned {name})",
+        dir.display()
+    );
+    dir
+}
+
+/// One Responses API stream (codex's protocol): the events, then `response.completed`.
+pub fn response_stream(n: usize, item: &Value) -> String {
+    let id = format!("resp_{n}");
+    [
+        json!({ "type": "response.created", "response": { "id": id } }),
+        json!({ "type": "response.output_item.done", "item": item }),
+        json!({ "type": "response.completed", "response": { "id": id, "usage": {
+            "input_tokens": 10, "input_tokens_details": null, "output_tokens": 5,
+            "output_tokens_details": null, "total_tokens": 15 } } }),
+    ]
+    .iter()
+    .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+    .collect()
 }

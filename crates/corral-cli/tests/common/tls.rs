@@ -1,8 +1,9 @@
 //! A TLS model upstream on the host's loopback with a test CA, for the credential broker's
-//! end-to-end tests (`broker.rs`, `real_agents.rs`).
+//! end-to-end tests (`broker.rs`, `real_agents.rs`) and the `agent_overhead` bench, and the same
+//! model in plain HTTP.
 
 use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 /// Serves model calls: `answer(n, body)` gives the n-th request's answer (from 1): JSON, or
@@ -33,25 +34,54 @@ pub fn upstream(
         )
         .unwrap(),
     );
+    let (port, seen) = serve(answer, move |stream| {
+        let conn = rustls::ServerConnection::new(Arc::clone(&config)).unwrap();
+        Box::new(rustls::StreamOwned::new(conn, stream))
+    });
+    (port, ca.pem(), seen)
+}
+
+/// The same scripted upstream in plain HTTP (the bench's agent run without corral).
+pub fn plain_upstream(
+    answer: impl Fn(usize, &str) -> String + Send + Sync + 'static,
+) -> (u16, Arc<Mutex<Vec<String>>>) {
+    serve(answer, |stream| Box::new(stream))
+}
+
+trait Stream: Read + Write + Send {
+    /// Ends the answer (TLS: close_notify, so the client sees a clean end).
+    fn close(&mut self) {}
+}
+impl Stream for TcpStream {}
+impl Stream for rustls::StreamOwned<rustls::ServerConnection, TcpStream> {
+    fn close(&mut self) {
+        self.conn.send_close_notify();
+        let _ = self.flush();
+    }
+}
+
+fn serve(
+    answer: impl Fn(usize, &str) -> String + Send + Sync + 'static,
+    wrap: impl Fn(TcpStream) -> Box<dyn Stream> + Send + Sync + 'static,
+) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s2 = Arc::clone(&seen);
     let answer = Arc::new(answer);
+    let wrap = Arc::new(wrap);
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let (config, seen, answer) =
-                (Arc::clone(&config), Arc::clone(&s2), Arc::clone(&answer));
+            let (seen, answer, wrap) = (Arc::clone(&s2), Arc::clone(&answer), Arc::clone(&wrap));
             std::thread::spawn(move || {
-                let conn = rustls::ServerConnection::new(config).unwrap();
-                let mut tls = rustls::StreamOwned::new(conn, stream);
+                let mut s = wrap(stream);
                 let mut buf = Vec::new();
                 let mut chunk = [0u8; 4096];
                 let end = loop {
                     if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
                         break i + 4;
                     }
-                    match tls.read(&mut chunk) {
+                    match s.read(&mut chunk) {
                         Ok(0) | Err(_) => return,
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
@@ -66,7 +96,7 @@ pub fn upstream(
                     })
                     .unwrap_or(0);
                 while buf.len() < end + len {
-                    match tls.read(&mut chunk) {
+                    match s.read(&mut chunk) {
                         Ok(0) | Err(_) => break,
                         Ok(n) => buf.extend_from_slice(&chunk[..n]),
                     }
@@ -83,18 +113,17 @@ pub fn upstream(
                 } else {
                     "application/json"
                 };
-                let _ = tls.write_all(
+                let _ = s.write_all(
                     format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\r\n{body}",
                         body.len()
                     )
                     .as_bytes(),
                 );
-                let _ = tls.flush();
-                tls.conn.send_close_notify();
-                let _ = tls.flush();
+                let _ = s.flush();
+                s.close();
             });
         }
     });
-    (port, ca.pem(), seen)
+    (port, seen)
 }
