@@ -693,11 +693,18 @@ fn check_network(
             Some(NetworkMode::Allowlist)
         }
         (NetworkPermission::Allowlist, PresetNetworkPolicy::ModelOnly) => {
-            if list.is_empty() {
+            // With a credential broker the model needs no destination of the proxy: the
+            // broker is the way out (ADR-0095), and an empty list lets nothing else out.
+            let brokered = connections
+                .zip(preset.model_connection.as_ref())
+                .and_then(|(doc, name)| doc.connections.get(name))
+                .is_some_and(|c| c.upstream.is_some());
+            if list.is_empty() && !brokered {
                 f.add(
                     ReasonCode::NetworkAllowlistEmpty,
                     WU_LIST,
-                    "network allowlist names no destination",
+                    "network allowlist names no destination (a model_only preset's \
+                     connection without an upstream is reached through the proxy)",
                 );
             }
             check_model_only(preset, connections, destinations.as_deref(), f);

@@ -731,6 +731,40 @@ fn network_table() {
     );
 }
 
+/// A model_only run whose connection names an upstream reaches its model through the
+/// credential broker (ADR-0095): it needs no destination, and an empty allowlist lets nothing
+/// else out. Control: the same connection without an upstream still needs one.
+#[test]
+fn brokered_model_only_needs_no_destination() {
+    let mut conn = connections();
+    conn["connections"]["local-llm"]["destinations"] = json!([]);
+    let without = conn.clone();
+    conn["connections"]["local-llm"]["upstream"] = json!({
+        "base_url": "https://models.example/v1", "methods": ["POST"],
+        "path_prefixes": ["/chat/completions"], "credential": "none",
+        "budgets": { "calls": 10, "request_bytes": 1048576, "response_bytes": 1048576,
+                     "call_seconds": 60, "total_seconds": 600 }
+    });
+    let admitted = run(
+        &allowlist_wu(json!([])),
+        &preset_with("model_only", Some("local-llm")),
+        Some(&conn),
+        &[],
+    )
+    .expect("a brokered model_only run with no destination is admissible");
+    assert!(admitted.policy().network_allowlist().is_empty());
+    assert_rejects(
+        run(
+            &allowlist_wu(json!([])),
+            &preset_with("model_only", Some("local-llm")),
+            Some(&without),
+            &[],
+        ),
+        ReasonCode::NetworkAllowlistEmpty,
+        "work_unit.permissions.network_allowlist",
+    );
+}
+
 #[test]
 fn destinations_parsed_strictly() {
     for bad in [

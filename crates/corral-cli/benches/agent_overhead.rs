@@ -146,7 +146,7 @@ fn main() {
     let connections = json!({
         "schema_version": "corral.connections/v1",
         "connections": { "openai": {
-            "destinations": ["127.0.0.2:9"],
+            "destinations": [],
             "upstream": {
                 "base_url": format!("https://127.0.0.1:{tls_port}/v1"),
                 "methods": ["POST"], "path_prefixes": ["/responses"],
@@ -160,7 +160,7 @@ fn main() {
     });
     let mut wu = work_unit(&f, 300, 300, 2 << 30);
     wu["permissions"]["network"] = json!("allowlist");
-    wu["permissions"]["network_allowlist"] = json!(["127.0.0.2:9"]);
+    wu["permissions"]["network_allowlist"] = json!([]);
     wu["budget"]["disk_bytes"] = json!(256u64 << 20);
     wu["budget"]["max_processes"] = json!(256);
     wu["objective"] = json!(OBJECTIVE);

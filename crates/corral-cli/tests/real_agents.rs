@@ -290,7 +290,8 @@ fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> Agen
     let connections = json!({
         "schema_version": "corral.connections/v1",
         "connections": { agent.connection: {
-            "destinations": ["127.0.0.2:9"],
+            // The broker is the only way out: no destination for the proxy.
+            "destinations": [],
             "upstream": {
                 "base_url": format!("https://127.0.0.1:{port}{}", agent.base_path),
                 "methods": ["POST"], "path_prefixes": [agent.path_prefix],
@@ -306,7 +307,7 @@ fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> Agen
     let mut wu = work_unit(&f, 300, 300, 2 << 30);
     wu["repository"]["base_sha"] = json!(base);
     wu["permissions"]["network"] = json!("allowlist");
-    wu["permissions"]["network_allowlist"] = json!(["127.0.0.2:9"]);
+    wu["permissions"]["network_allowlist"] = json!([]);
     wu["budget"]["max_output_bytes"] = json!(4 << 20);
     wu["budget"]["max_patch_bytes"] = json!(4 << 20);
     wu["budget"]["disk_bytes"] = json!(256u64 << 20);
