@@ -695,10 +695,7 @@ fn check_network(
         (NetworkPermission::Allowlist, PresetNetworkPolicy::ModelOnly) => {
             // With a credential broker the model needs no destination of the proxy: the
             // broker is the way out (ADR-0095), and an empty list lets nothing else out.
-            let brokered = connections
-                .zip(preset.model_connection.as_ref())
-                .and_then(|(doc, name)| doc.connections.get(name))
-                .is_some_and(|c| c.upstream.is_some());
+            let brokered = check_model_only(preset, connections, destinations.as_deref(), f);
             if list.is_empty() && !brokered {
                 f.add(
                     ReasonCode::NetworkAllowlistEmpty,
@@ -707,7 +704,6 @@ fn check_network(
                      connection without an upstream is reached through the proxy)",
                 );
             }
-            check_model_only(preset, connections, destinations.as_deref(), f);
             Some(NetworkMode::Allowlist)
         }
         (wu_net, preset_net) => {
@@ -729,19 +725,21 @@ fn check_network(
     Some((mode?, destinations?))
 }
 
+/// Checks a model_only preset's connection; returns whether it resolved and names an
+/// upstream (the credential broker).
 fn check_model_only(
     preset: &AgentPreset,
     connections: Option<&TrustedConnections>,
     destinations: Option<&[Destination]>,
     f: &mut Findings,
-) {
+) -> bool {
     let Some(name) = &preset.model_connection else {
         f.add(
             ReasonCode::ModelConnectionMissing,
             "preset.model_connection",
             "a model_only preset must name a trusted connection",
         );
-        return;
+        return false;
     };
     let Some(doc) = connections else {
         f.add(
@@ -751,7 +749,7 @@ fn check_model_only(
                 "connection {name:?} cannot be resolved: no trusted connections document was given"
             ),
         );
-        return;
+        return false;
     };
     if doc.schema_version != CONNECTIONS_SCHEMA {
         f.add(
@@ -762,7 +760,7 @@ fn check_model_only(
                 doc.schema_version
             ),
         );
-        return;
+        return false;
     }
     let Some(connection) = doc.connections.get(name) else {
         f.add(
@@ -770,17 +768,18 @@ fn check_model_only(
             "preset.model_connection",
             format!("connection {name:?} is not in the trusted connections document"),
         );
-        return;
+        return false;
     };
+    let brokered = connection.upstream.is_some();
     if let Some(u) = &connection.upstream {
         upstream::check_upstream(u, &format!("connections.connections.{name}.upstream"), f);
     }
     let field = format!("connections.connections.{name}.destinations");
     let Some(trusted) = parse_destinations(&connection.destinations, &field, f) else {
-        return;
+        return brokered;
     };
     let Some(destinations) = destinations else {
-        return;
+        return brokered;
     };
     for (i, d) in destinations.iter().enumerate() {
         if !trusted.contains(d) {
@@ -791,4 +790,5 @@ fn check_model_only(
             );
         }
     }
+    brokered
 }

@@ -33,7 +33,9 @@ use serde_json::{Value, json};
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-use common::{fixture, git, installed, response_stream, run_command, work_unit};
+use common::{
+    clone_repo, fixture, installed, response_stream, run_command, work_unit, write_documents,
+};
 
 const OBJECTIVE: &str = "say done";
 
@@ -75,16 +77,7 @@ fn main() {
 
     // codex alone.
     let (plain_port, plain_seen) = common::tls::plain_upstream(answer);
-    let clone = f.dir.join("clone");
-    git(
-        &f.dir,
-        &[
-            "clone",
-            "-q",
-            f.repo.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
+    let clone = clone_repo(&f);
     // HOME on a tmpfs, as the sandbox's is (codex writes its session files there; a file
     // created on this host's ext4 costs ~0.9 ms).
     let alone = |i: usize| {
@@ -164,14 +157,7 @@ fn main() {
     wu["budget"]["disk_bytes"] = json!(256u64 << 20);
     wu["budget"]["max_processes"] = json!(256);
     wu["objective"] = json!(OBJECTIVE);
-    let (wu_path, pr_path, cn_path) = (
-        f.dir.join("wu.json"),
-        f.dir.join("preset.json"),
-        f.dir.join("connections.json"),
-    );
-    std::fs::write(&wu_path, wu.to_string()).unwrap();
-    std::fs::write(&pr_path, shipped.to_string()).unwrap();
-    std::fs::write(&cn_path, connections.to_string()).unwrap();
+    let (wu_path, pr_path, cn_path) = write_documents(&f, &wu, &shipped, &connections);
     let artifacts = f.dir.join("artifacts");
     let corral = || {
         let t = Instant::now();

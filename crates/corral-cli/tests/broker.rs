@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 mod common;
-use common::{fixture, git, run_command, work_unit};
+use common::{clone_repo, fixture, git, run_command, work_unit, write_documents};
 
 const CANARY: &str = "sk-canary-7e3b9d0c41a2f5";
 const FIXED: &str = "def add(a, b):\n    return a + b\n";
@@ -94,14 +94,7 @@ fn an_agent_reaches_its_model_through_the_broker_and_never_holds_the_key() {
         "authority": "candidate_only",
         "env": { "OPENAI_BASE_URL": "{model_base_url}", "OPENAI_API_KEY": "{model_token}" }
     });
-    let (wu_path, pr_path, cn_path) = (
-        f.dir.join("wu.json"),
-        f.dir.join("preset.json"),
-        f.dir.join("connections.json"),
-    );
-    std::fs::write(&wu_path, wu.to_string()).unwrap();
-    std::fs::write(&pr_path, preset.to_string()).unwrap();
-    std::fs::write(&cn_path, connections.to_string()).unwrap();
+    let (wu_path, pr_path, cn_path) = write_documents(&f, &wu, &preset, &connections);
     let artifacts = f.dir.join("artifacts");
     let out = run_command(&f, &wu_path, &pr_path, &f.repo, &artifacts)
         .arg("--connections")
@@ -161,16 +154,7 @@ fn an_agent_reaches_its_model_through_the_broker_and_never_holds_the_key() {
         .trim_start_matches("sha256:")
         .to_owned();
     let patch = artifacts.join("sha256").join(&digest);
-    let clone = f.dir.join("clone");
-    git(
-        &f.dir,
-        &[
-            "clone",
-            "-q",
-            f.repo.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
+    let clone = clone_repo(&f);
     git(&clone, &["apply", "--check", patch.to_str().unwrap()]);
     git(&clone, &["apply", patch.to_str().unwrap()]);
     assert_eq!(

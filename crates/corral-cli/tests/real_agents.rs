@@ -18,7 +18,9 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 
 mod common;
-use common::{fixture, git, installed, response_stream, run_command, work_unit};
+use common::{
+    clone_repo, fixture, git, installed, response_stream, run_command, work_unit, write_documents,
+};
 
 const CANARY: &str = "sk-canary-real-agent-93c1f07d";
 const FIXED: &str = "def add(a, b):\n    return a + b\n";
@@ -323,14 +325,7 @@ fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> Agen
     for (k, v) in env {
         preset["env"][*k] = json!(v);
     }
-    let (wu_path, pr_path, cn_path) = (
-        f.dir.join("wu.json"),
-        f.dir.join("preset.json"),
-        f.dir.join("connections.json"),
-    );
-    std::fs::write(&wu_path, wu.to_string()).unwrap();
-    std::fs::write(&pr_path, preset.to_string()).unwrap();
-    std::fs::write(&cn_path, connections.to_string()).unwrap();
+    let (wu_path, pr_path, cn_path) = write_documents(&f, &wu, &preset, &connections);
     let artifacts = f.dir.join("artifacts");
     let out = run_command(&f, &wu_path, &pr_path, &f.repo, &artifacts)
         .arg("--connections")
@@ -401,16 +396,7 @@ fn fixes_a_bug_through_the_broker(agent: &Agent) {
         .trim_start_matches("sha256:")
         .to_owned();
     let patch = r.artifacts.join("sha256").join(&digest);
-    let clone = r.f.dir.join("clone");
-    git(
-        &r.f.dir,
-        &[
-            "clone",
-            "-q",
-            r.f.repo.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
+    let clone = clone_repo(&r.f);
     git(&clone, &["apply", "--check", patch.to_str().unwrap()]);
     git(&clone, &["apply", patch.to_str().unwrap()]);
     assert_eq!(

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 mod common;
 mod mode;
-use common::{Fixture, fixture, git, run_command, wait_until, work_unit};
+use common::{Fixture, clone_repo, fixture, git, run_command, wait_until, work_unit};
 
 fn shell_preset(script: &str) -> Value {
     json!({
@@ -217,16 +217,7 @@ fn captured_candidate_exit_0_and_verify() {
         .unwrap()
         .to_owned();
     let patch = f.dir.join("artifacts/sha256").join(&patch_digest);
-    let clone = f.dir.join("clone");
-    git(
-        &f.dir,
-        &[
-            "clone",
-            "-q",
-            f.repo.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
+    let clone = clone_repo(&f);
     git(&clone, &["apply", "--binary", patch.to_str().unwrap()]);
     assert_eq!(
         std::fs::read_to_string(clone.join("src/app.py")).unwrap(),

@@ -66,6 +66,40 @@ pub fn fixture(tag: &str) -> Fixture {
     Fixture { dir, repo, base }
 }
 
+/// A fresh clone of the fixture's repository at `<dir>/clone` (where a patch must apply).
+pub fn clone_repo(f: &Fixture) -> PathBuf {
+    let clone = f.dir.join("clone");
+    git(
+        &f.dir,
+        &[
+            "clone",
+            "-q",
+            f.repo.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    clone
+}
+
+/// Writes a run's WorkUnit, preset and trusted connections into the fixture's folder;
+/// returns their paths in that order.
+pub fn write_documents(
+    f: &Fixture,
+    wu: &Value,
+    preset: &Value,
+    connections: &Value,
+) -> (PathBuf, PathBuf, PathBuf) {
+    let paths = (
+        f.dir.join("wu.json"),
+        f.dir.join("preset.json"),
+        f.dir.join("connections.json"),
+    );
+    std::fs::write(&paths.0, wu.to_string()).unwrap();
+    std::fs::write(&paths.1, preset.to_string()).unwrap();
+    std::fs::write(&paths.2, connections.to_string()).unwrap();
+    paths
+}
+
 pub fn work_unit(f: &Fixture, wall: u64, cpu: u64, memory: u64) -> Value {
     json!({
         "schema_version": "corral.work-unit/v1", "id": "wu-test", "objective": "do the thing",
