@@ -108,9 +108,9 @@ for name in mini-swe-agent aider; do
     touch "$dir/.complete"
   fi
 done
-# codex and gemini-cli from npm: exactly tests/agents/<name>/package-lock.json (npm ci), the
-# same way.
-for name in codex gemini-cli; do
+# codex, gemini-cli and goose (the AAIF's native build, published on npm) from npm: exactly
+# tests/agents/<name>/package-lock.json (npm ci), the same way.
+for name in codex gemini-cli goose; do
   pins=tests/agents/$name
   dir="$agents/$name-$(cat "$pins/package.json" "$pins/package-lock.json" | sha256sum | cut -c1-16)"
   if [ ! -f "$dir/.complete" ]; then

@@ -208,6 +208,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
     let mut as_user = false;
     let mut tests: Option<String> = None;
     let mut host_only: Vec<String> = Vec::new();
+    let mut skip: Vec<String> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut val = || {
@@ -229,6 +230,7 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
             "--host-only" => {
                 host_only = val()?.split(',').map(str::to_owned).collect();
             }
+            "--skip" => skip = val()?.split(',').map(str::to_owned).collect(),
             "--" => {
                 o.cmd = it.cloned().collect::<Vec<_>>().join(" ");
                 break;
@@ -236,14 +238,14 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
             other => bail!(
                 "unknown argument {other:?}; usage: cargo xtask vm [--kernel 6.1,6.12,7.x,5.10|all] \
                  [--layout root,service,session,undelegated,partial,systemd-service,systemd-session|all] [--tmp tmpfs,ext4|all] \
-                 [--timeout S] [--corral BIN] [--tests PKG,...] [--host-only TEST,...] [--as-user] [--verbose] [-- COMMAND]"
+                 [--timeout S] [--corral BIN] [--tests PKG,...] [--host-only TEST,...] [--skip FILTER,...] [--as-user] [--verbose] [-- COMMAND]"
             ),
         }
     }
     if let Some(packages) = tests {
-        o.cmd = tests_command(root, &packages, &host_only)?;
-    } else if !host_only.is_empty() {
-        bail!("--host-only names test binaries of --tests");
+        o.cmd = tests_command(root, &packages, &host_only, &skip)?;
+    } else if !host_only.is_empty() || !skip.is_empty() {
+        bail!("--host-only and --skip name tests of --tests");
     }
     if o.cmd.is_empty() {
         // `corral probe`: the release binary when there is one, else the debug one.
@@ -277,8 +279,15 @@ fn parse(root: &Path, args: &[String]) -> Result<Opts> {
 
 /// `--tests PKG,...`: builds the packages' test binaries on the host (`cargo test --no-run`)
 /// and returns a guest command that runs each from its package's folder, as `cargo test`
-/// would, and exits non-zero when any failed.
-fn tests_command(root: &Path, packages: &str, host_only: &[String]) -> Result<String> {
+/// would, and exits non-zero when any failed. `host_only` names binaries the guest does not
+/// run; `skip` filters passed to every binary as libtest's `--skip` (tests whose names
+/// contain one are not run in the guest). Both are said on the guest's log.
+fn tests_command(
+    root: &Path,
+    packages: &str,
+    host_only: &[String],
+    skip: &[String],
+) -> Result<String> {
     let mut args = Vec::new();
     for p in packages.split(',').filter(|p| !p.is_empty()) {
         args.extend(["-p", p]);
@@ -296,13 +305,29 @@ fn tests_command(root: &Path, packages: &str, host_only: &[String]) -> Result<St
             "echo 'corral-vm: host only, not run in this guest: {name} (the test command runs it on the host)'\n"
         ));
     }
+    let mut skips = String::new();
+    for filter in skip {
+        // A filter is a test name's part: letters, digits and `_` (said as is in the script).
+        if filter.is_empty()
+            || !filter
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            bail!("--skip {filter:?}: a filter is part of a test's name ([A-Za-z0-9_]+)");
+        }
+        script.push_str(&format!(
+            "echo 'corral-vm: tests whose names contain {filter} are not run in this guest \
+             (the test command runs them on the host)'\n"
+        ));
+        skips.push_str(&format!(" --skip {filter}"));
+    }
     for BuiltTest { exe, dir, name } in &built {
         if host_only.contains(name) {
             continue;
         }
         script.push_str(&format!(
             "n=$((n+1)); echo \"corral-vm: test {exe}\"; \
-             {{ cd '{dir}' && CARGO_MANIFEST_DIR='{dir}' '{exe}' 2>&1; echo $? > \"$logs/$n.rc\"; }} \
+             {{ cd '{dir}' && CARGO_MANIFEST_DIR='{dir}' '{exe}'{skips} 2>&1; echo $? > \"$logs/$n.rc\"; }} \
              | tee \"$logs/$n.log\"; \
              [ \"$(cat \"$logs/$n.rc\")\" = 0 ] || {{ fail=1; echo '{exe}' > \"$logs/$n.failed\"; \
              echo \"corral-vm: test failed: {exe}\"; }}\n"

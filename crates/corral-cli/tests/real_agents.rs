@@ -102,6 +102,9 @@ struct Agent {
     done_marker: &'static str,
     /// The calls the scripted model takes to fix the bug (the budget of the fixing run).
     fix_calls: u64,
+    /// The calls the scripted model may spend waiting for a slow command (codex's
+    /// `write_stdin`), beyond `fix_calls`; in the fixing run's budget.
+    max_polls: u64,
     /// Whether the agent exits non-zero when a model call is refused (aider reports the
     /// error and exits 0, as it does for any model error).
     fails_when_refused: bool,
@@ -145,13 +148,23 @@ const MINI: Agent = Agent {
     objective,
     done_marker: "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
     fix_calls: 3,
+    max_polls: 0,
     fails_when_refused: true,
 };
 
+/// codex's scripted model: the fix, the dump, then done, each step chosen from the request's
+/// history (as a model reads it), not from the call's number. codex 0.169's `exec_command`
+/// answers after 10 s with the process still running (a session id) however long it takes:
+/// under emulation the dump can take longer, and a model that ended the turn then would have
+/// codex end the dump half written, so it waits for the command with `write_stdin`, as a
+/// model does. Those waits are calls too: `max_polls` in the budget.
 fn codex_answer(n: usize, body: &str) -> String {
+    let req: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let items = req["input"].as_array().cloned().unwrap_or_default();
+    let exec = body.contains("\"exec_command\"");
     // codex 0.169 offers `exec_command` (`cmd`); older ones `shell` (`command`, an argv).
     let run = |cmd: &str| {
-        let (name, args) = if body.contains("\"exec_command\"") {
+        let (name, args) = if exec {
             ("exec_command", json!({ "cmd": cmd }))
         } else {
             ("shell", json!({ "command": ["bash", "-lc", cmd] }))
@@ -159,15 +172,44 @@ fn codex_answer(n: usize, body: &str) -> String {
         json!({ "type": "function_call", "name": name, "call_id": format!("call_{n}"),
                 "arguments": args.to_string() })
     };
-    match n {
-        1 => response_stream(n, &run(FIX)),
-        2 => response_stream(n, &run(DUMP)),
-        _ => response_stream(
+    // The last command's result: still running (a session to wait on), or done.
+    let running = items
+        .iter()
+        .rev()
+        .find(|i| i["type"] == "function_call_output")
+        .map(|i| i["output"].to_string())
+        .and_then(|out| {
+            let at = out.find("Process running with session ID ")? + 32;
+            let id: String = out[at..].chars().take_while(char::is_ascii_digit).collect();
+            id.parse::<u64>().ok()
+        });
+    if let Some(session) = running {
+        let args = json!({ "session_id": session, "chars": "", "yield_time_ms": 30000 });
+        return response_stream(
+            n,
+            &json!({ "type": "function_call", "name": "write_stdin",
+                     "call_id": format!("call_{n}"), "arguments": args.to_string() }),
+        );
+    }
+    let asked = |cmd: &str| {
+        items.iter().any(|i| {
+            let args = i["arguments"].as_str().unwrap_or_default();
+            i["type"] == "function_call"
+                && serde_json::from_str::<Value>(args)
+                    .is_ok_and(|a| a["cmd"] == cmd || a["command"][2] == cmd)
+        })
+    };
+    if !asked(FIX) {
+        response_stream(n, &run(FIX))
+    } else if !asked(DUMP) {
+        response_stream(n, &run(DUMP))
+    } else {
+        response_stream(
             n,
             &json!({ "type": "message", "role": "assistant", "id": format!("msg_{n}"),
                      "content": [ { "type": "output_text",
                                     "text": "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" } ] }),
-        ),
+        )
     }
 }
 
@@ -184,6 +226,7 @@ const CODEX: Agent = Agent {
     objective,
     done_marker: "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
     fix_calls: 3,
+    max_polls: 8,
     fails_when_refused: true,
 };
 
@@ -220,6 +263,7 @@ const GEMINI: Agent = Agent {
     objective,
     done_marker: "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
     fix_calls: 3,
+    max_polls: 0,
     fails_when_refused: true,
 };
 
@@ -270,7 +314,67 @@ const AIDER: Agent = Agent {
     objective: aider_objective,
     done_marker: "Applied edit to src/calc.py",
     fix_calls: 2,
+    max_polls: 0,
     fails_when_refused: false,
+};
+
+/// One streamed chat completion that asks for one tool call (goose's protocol).
+fn chat_tool_stream(n: usize, tool: &str, command: &str) -> String {
+    let call = json!({ "index": 0, "id": format!("call_{n}"), "type": "function",
+                       "function": { "name": tool,
+                                     "arguments": json!({ "command": command }).to_string() } });
+    let chunk = |delta: Value, finish: Value| {
+        json!({ "id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "created": 0,
+                "model": "gpt-test",
+                "choices": [ { "index": 0, "delta": delta, "finish_reason": finish } ] })
+    };
+    format!(
+        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
+        chunk(
+            json!({ "role": "assistant", "content": null, "tool_calls": [call] }),
+            Value::Null
+        ),
+        chunk(json!({}), json!("tool_calls"))
+    )
+}
+
+/// goose's scripted model: the step follows from the tool results the request carries (its
+/// developer extension's shell tool is `shell` in 1.52; the name is taken from the offer).
+fn goose_answer(n: usize, body: &str) -> String {
+    let req: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let tool = req["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .find(|name| *name == "shell" || name.ends_with("__shell"))
+        .unwrap_or("shell")
+        .to_owned();
+    let results = req["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    match results {
+        0 => chat_tool_stream(n, &tool, FIX),
+        1 => chat_tool_stream(n, &tool, DUMP),
+        _ => chat_stream(n, "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    }
+}
+
+const GOOSE: Agent = Agent {
+    name: "goose",
+    connection: "openai",
+    shipped_root: "/opt/goose",
+    base_path: "/v1",
+    path_prefix: "/chat/completions",
+    header: "Authorization",
+    scheme: "Bearer",
+    view_marker: "OPENAI_API_KEY=corral-",
+    answer: goose_answer,
+    objective,
+    done_marker: "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT",
+    fix_calls: 3,
+    max_polls: 0,
+    fails_when_refused: true,
 };
 
 fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> AgentRun {
@@ -357,12 +461,14 @@ fn run_agent(agent: &Agent, tag: &str, calls: u64, env: &[(&str, &str)]) -> Agen
 /// The agent fixes the bug through the broker; the patch applies and verifies; the key
 /// reaches the upstream on each call and nothing the agent can read.
 fn fixes_a_bug_through_the_broker(agent: &Agent) {
-    let r = run_agent(agent, agent.name, agent.fix_calls, &[]);
+    let r = run_agent(agent, agent.name, agent.fix_calls + agent.max_polls, &[]);
     let m = &r.manifest;
-    assert_eq!(
-        r.seen.len() as u64,
+    let made = r.seen.len() as u64;
+    assert!(
+        (agent.fix_calls..=agent.fix_calls + agent.max_polls).contains(&made),
+        "{made} calls, {} to fix and at most {} waits: {:?}\n{}",
         agent.fix_calls,
-        "{:?}\n{}",
+        agent.max_polls,
         r.seen,
         r.stored
     );
@@ -380,7 +486,7 @@ fn fixes_a_bug_through_the_broker(agent: &Agent) {
         assert!(!head.contains("corral-"), "{head}");
     }
     let calls = m["model_calls"].as_array().expect("no model_calls");
-    assert_eq!(calls.len() as u64, agent.fix_calls, "{calls:?}");
+    assert_eq!(calls.len() as u64, made, "{calls:?}");
     assert!(
         calls
             .iter()
@@ -501,4 +607,14 @@ fn aider_fixes_a_bug_through_the_broker() {
 #[test]
 fn aider_past_its_call_budget_is_refused() {
     is_refused_past_its_call_budget(&AIDER, &[]);
+}
+
+#[test]
+fn goose_fixes_a_bug_through_the_broker() {
+    fixes_a_bug_through_the_broker(&GOOSE);
+}
+
+#[test]
+fn goose_past_its_call_budget_is_refused() {
+    is_refused_past_its_call_budget(&GOOSE, &[]);
 }
