@@ -160,7 +160,7 @@ const MINI: Agent = Agent {
 /// model does. Those waits are calls too: `max_polls` in the budget.
 fn codex_answer(n: usize, body: &str) -> String {
     let req: Value = serde_json::from_str(body).unwrap_or(Value::Null);
-    let items = req["input"].as_array().cloned().unwrap_or_default();
+    let items: &[Value] = req["input"].as_array().map_or(&[], Vec::as_slice);
     let exec = body.contains("\"exec_command\"");
     // codex 0.169 offers `exec_command` (`cmd`); older ones `shell` (`command`, an argv).
     let run = |cmd: &str| {
@@ -179,7 +179,8 @@ fn codex_answer(n: usize, body: &str) -> String {
         .find(|i| i["type"] == "function_call_output")
         .map(|i| i["output"].to_string())
         .and_then(|out| {
-            let at = out.find("Process running with session ID ")? + 32;
+            const RUNNING: &str = "Process running with session ID ";
+            let at = out.find(RUNNING)? + RUNNING.len();
             let id: String = out[at..].chars().take_while(char::is_ascii_digit).collect();
             id.parse::<u64>().ok()
         });
@@ -267,18 +268,23 @@ const GEMINI: Agent = Agent {
     fails_when_refused: true,
 };
 
-/// One streamed chat completion (aider's protocol through litellm): the text in one chunk.
-fn chat_stream(n: usize, text: &str) -> String {
-    let chunk = |delta: Value, finish: Value| {
+/// One streamed chat completion: `delta` in one chunk, then the end with `finish`.
+fn chat_chunks(n: usize, delta: &Value, finish: &str) -> String {
+    let chunk = |delta: &Value, finish: Value| {
         json!({ "id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "created": 0,
                 "model": "gpt-test",
                 "choices": [ { "index": 0, "delta": delta, "finish_reason": finish } ] })
     };
     format!(
         "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
-        chunk(json!({ "role": "assistant", "content": text }), Value::Null),
-        chunk(json!({}), json!("stop"))
+        chunk(delta, Value::Null),
+        chunk(&json!({}), json!(finish))
     )
+}
+
+/// One streamed chat completion (aider's protocol through litellm): the text in one chunk.
+fn chat_stream(n: usize, text: &str) -> String {
+    chat_chunks(n, &json!({ "role": "assistant", "content": text }), "stop")
 }
 
 /// An edit in aider's `diff` format (the shipped preset's `--edit-format`).
@@ -323,18 +329,10 @@ fn chat_tool_stream(n: usize, tool: &str, command: &str) -> String {
     let call = json!({ "index": 0, "id": format!("call_{n}"), "type": "function",
                        "function": { "name": tool,
                                      "arguments": json!({ "command": command }).to_string() } });
-    let chunk = |delta: Value, finish: Value| {
-        json!({ "id": format!("chatcmpl-{n}"), "object": "chat.completion.chunk", "created": 0,
-                "model": "gpt-test",
-                "choices": [ { "index": 0, "delta": delta, "finish_reason": finish } ] })
-    };
-    format!(
-        "data: {}\n\ndata: {}\n\ndata: [DONE]\n\n",
-        chunk(
-            json!({ "role": "assistant", "content": null, "tool_calls": [call] }),
-            Value::Null
-        ),
-        chunk(json!({}), json!("tool_calls"))
+    chat_chunks(
+        n,
+        &json!({ "role": "assistant", "content": null, "tool_calls": [call] }),
+        "tool_calls",
     )
 }
 
